@@ -1,0 +1,131 @@
+"""Shared helpers for the bench scripts: timing, a machine line, BENCHMARKS.md sections.
+
+Each bench script owns one ``## title`` section of BENCHMARKS.md and rewrites
+only that one, so running a single script never erases the others' figures.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository root (the folder holding ``llmchat/``)."""
+
+BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
+
+NOT_INSTALLED = "not installed (pip install -e '.[bench]')"
+
+_HEADER = """\
+# Benchmarks
+
+Speed is measured, not asserted: these figures come from the scripts in `bench/`,
+which time llmchat side by side with `openai`, `litellm` and a raw floor in one run.
+
+    pip install -e ".[bench]"
+    python bench/run_all.py
+
+Each script rewrites only its own section below. The figures are from one machine;
+compare the ratios, not the absolute times.
+"""
+
+# litellm fetches its model cost map over the network when imported (and retries for
+# seconds when offline): use its bundled copy, here and in every subprocess we start.
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# `python bench/x.py` puts bench/ first on sys.path, not the repository root:
+# make the working tree's llmchat importable without installing it.
+if str(ROOT) not in sys.path:
+    sys.path.insert(1, str(ROOT))
+
+
+def best_of(fn: Callable[[], Any], repeat: int = 7, number: int = 10) -> float:
+    """Return seconds per call of `fn`: the min over `repeat` runs of the mean of `number` calls.
+
+    One warm-up call comes first (caches, lazy imports). The minimum is the
+    figure least disturbed by other work on the machine.
+    """
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def best_of_interleaved(
+    fns: dict[str, Callable[[], Any]], repeat: int = 9, number: int = 10
+) -> dict[str, float]:
+    """`best_of` for several functions at once, interleaved run by run.
+
+    Round r times `number` calls of each function in turn, so a burst of load
+    from elsewhere on the machine hits all of them alike and their ratios hold.
+    Returns seconds per call for each name.
+    """
+    for fn in fns.values():
+        fn()
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / number)
+    return best
+
+
+def calls_for(fn: Callable[[], Any], budget: float = 0.05) -> int:
+    """How many calls of `fn` fill about `budget` seconds (at least one), for `best_of`."""
+    start = time.perf_counter()
+    fn()
+    once = time.perf_counter() - start
+    return max(1, min(10_000, int(budget / max(once, 1e-9))))
+
+
+def machine_info() -> str:
+    """One line naming the interpreter, the platform and the CPU count."""
+    return (
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.platform(terse=True)} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
+    )
+
+
+def stamp() -> str:
+    """The line every section starts with: when and where its figures were measured."""
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return f"_Measured {today} on {machine_info()}._"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; columns after the first are right-aligned (they hold figures)."""
+    align = ["---"] + ["---:"] * (len(header) - 1)
+    lines = [header, align, *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def write_section(path: Path | str, title: str, markdown: str) -> None:
+    """Replace the ``## title`` section of `path` with `markdown`, or append it.
+
+    A section runs from its heading to the next ``## `` heading or the end of
+    the file. A missing file is created with the standard header first.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.exists() else _HEADER
+    section = f"## {title}\n\n{markdown.strip()}\n"
+    pattern = re.compile(rf"^## {re.escape(title)}[ \t]*\n.*?(?=^## |\Z)", re.M | re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")

@@ -1,0 +1,41 @@
+"""Run every benchmark in turn, each in its own interpreter, refreshing all of BENCHMARKS.md.
+
+Separate processes keep one script's imports and heap (litellm's, above all)
+from slowing the next one down.
+
+    python bench/run_all.py
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ("bench_wire_json.py", "bench_normalize.py", "bench_import.py")
+
+
+def main() -> int:
+    """Run the scripts in order with this interpreter; return non-zero if any failed."""
+    failed: list[str] = []
+    for script in SCRIPTS:
+        print(f"== {script}", flush=True)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, str(HERE / script)], check=False)
+        print(
+            f"== {script}: exit {done.returncode} in {time.perf_counter() - start:.0f} s\n",
+            flush=True,
+        )
+        if done.returncode:
+            failed.append(script)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print("BENCHMARKS.md updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

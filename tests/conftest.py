@@ -1,0 +1,16 @@
+"""Shared test helpers: where the golden vectors and captures live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import settings
+
+# No per-example deadline: a loaded CI machine must not turn speed into failures.
+settings.register_profile("llmchat", deadline=None)
+settings.load_profile("llmchat")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+CONFORMANCE_DIR = SHARED / "conformance"
+CAPTURES_DIR = SHARED / "captures"
