@@ -16,7 +16,7 @@ import random
 import sys
 from typing import Any
 
-from _report import BENCHMARKS_MD, best_of, calls_for, stamp, table, write_section
+from _report import BENCHMARKS_MD, best_of_interleaved, stamp, table, write_section
 
 SECTION = "normalize_messages: alternate-roles"
 SIZES = (100, 1_000, 10_000)
@@ -115,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         def floor(messages: list[Any] = messages) -> object:
             return copy.deepcopy(messages)
 
-        norm = best_of(run, repeat, calls_for(run))
-        norm_objects = best_of(run_objects, repeat, calls_for(run_objects))
-        deep = best_of(floor, repeat, calls_for(floor))
+        number = max(1, 5_000 // size)  # ~30-100 ms per run at every size
+        times = best_of_interleaved(
+            {"dicts": run, "objects": run_objects, "deepcopy": floor}, repeat, number
+        )
+        norm, norm_objects, deep = times["dicts"], times["objects"], times["deepcopy"]
         per_message[size] = norm / size
         floor_per_message[size] = deep / size
         print(
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "tool-call turns with their tool results, user turns right after tool results; "
         'text 20-2,000 characters. "Message in" passes the same conversation as '
         "`Message` objects (no dict conversion). Floor: `copy.deepcopy(messages)`. "
-        f"Best of {repeat} runs.",
+        f"Best of {repeat} runs, the three timings interleaved run by run.",
         "",
         table(
             [

@@ -17,6 +17,7 @@ callers who prefer exceptions.
     LLMChatError
     ├── InvalidArgumentError      (also ValueError)  a bad value, named
     ├── InvalidTypeError          (also TypeError)   a value of the wrong type
+    │   └── InvalidMessageError   (also ValueError)  a message llmchat cannot send
     └── RemoteError               a failed Response, raised on request
         ├── HTTPStatusError       error_class "http"        (error_status set)
         ├── RequestTimeoutError   error_class "timeout"
@@ -53,6 +54,7 @@ __all__ = [
     "ERROR_CLASSES",
     "HTTPStatusError",
     "InvalidArgumentError",
+    "InvalidMessageError",
     "InvalidTypeError",
     "LLMChatError",
     "RemoteConnectionError",
@@ -76,6 +78,14 @@ class InvalidArgumentError(LLMChatError, ValueError):
 
 class InvalidTypeError(LLMChatError, TypeError):
     """A caller passed a value of the wrong type; the message names the field."""
+
+
+class InvalidMessageError(InvalidTypeError, InvalidArgumentError):
+    """A chat message llmchat cannot send (unknown role, content of a wrong type, ...).
+
+    Both a `ValueError` and a `TypeError`: a message is one value, and callers
+    reasonably catch either. The text names the message index and the field.
+    """
 
 
 class RemoteError(LLMChatError):

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias, cast
 
-from .errors import InvalidArgumentError, InvalidTypeError, LLMChatError
+from .errors import InvalidArgumentError, InvalidMessageError, InvalidTypeError, LLMChatError
 
 __all__ = [
     "ROLES",
@@ -45,8 +45,8 @@ class Message:
     Build it directly, or from a dict with `Message.from_dict`. Keys llmchat
     does not know are kept in `extra` and go back on the wire unchanged.
     Construction validates: an unknown role, or a content that is neither a
-    string, a list of parts nor None, raises `ValueError`/`TypeError` naming
-    the field.
+    string, a list of parts nor None, raises `InvalidMessageError` (both a
+    `ValueError` and a `TypeError`) naming the field.
     """
 
     role: str
@@ -72,11 +72,11 @@ class Message:
         The dict is copied deeply, so later changes to it do not reach the Message.
         """
         if not isinstance(data, Mapping):
-            raise InvalidTypeError(
+            raise InvalidMessageError(
                 f"Message.from_dict expects a mapping, got {type(data).__name__}"
             )
         if "role" not in data:
-            raise InvalidArgumentError("Message.role is missing; every message needs a role")
+            raise InvalidMessageError("Message.role is missing; every message needs a role")
         extra = {key: value for key, value in data.items() if key not in _KNOWN_KEYS}
         return cls(
             role=data["role"],
@@ -133,36 +133,36 @@ def _copied(value: Any) -> Any:
 def _validate(message: Message) -> None:
     role = message.role
     if not isinstance(role, str):
-        raise InvalidTypeError(f"Message.role must be a str, got {type(role).__name__}")
+        raise InvalidMessageError(f"Message.role must be a str, got {type(role).__name__}")
     if role not in ROLES:
-        raise InvalidArgumentError(
+        raise InvalidMessageError(
             f"Message.role {role!r} is not a chat role; use one of {', '.join(sorted(ROLES))}"
         )
     content = message.content
     if content is not None and not isinstance(content, (str, list)):
-        raise InvalidTypeError(
+        raise InvalidMessageError(
             f"Message.content must be a str, a list of content parts or None, "
             f"got {type(content).__name__}"
         )
     if message.tool_calls is not None and not isinstance(message.tool_calls, list):
-        raise InvalidTypeError(
+        raise InvalidMessageError(
             f"Message.tool_calls must be a list or None, got {type(message.tool_calls).__name__}"
         )
     for name in ("tool_call_id", "name"):
         value = getattr(message, name)
         if value is not None and not isinstance(value, str):
-            raise InvalidTypeError(
+            raise InvalidMessageError(
                 f"Message.{name} must be a str or None, got {type(value).__name__}"
             )
     extra = message.extra
     if extra is not None:
         if not isinstance(extra, dict):
-            raise InvalidTypeError(
+            raise InvalidMessageError(
                 f"Message.extra must be a dict or None, got {type(extra).__name__}"
             )
         clash = [key for key in _KNOWN_KEYS if key in extra]
         if clash:
-            raise InvalidArgumentError(
+            raise InvalidMessageError(
                 f"Message.extra must not hold {clash[0]!r}; pass it as the field of that name"
             )
 

@@ -130,9 +130,11 @@ def schema_nodes(body: list[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:
                 for _, sub in member:
                     visit(sub)
             elif key in (*SCHEMA_LISTS, "items"):
-                subs = member if isinstance(member, list) and (
-                    not member or not isinstance(member[0], tuple)
-                ) else [member]
+                subs = (
+                    member
+                    if isinstance(member, list) and (not member or not isinstance(member[0], tuple))
+                    else [member]
+                )
                 for sub in subs:
                     visit(sub)
             elif key in SCHEMA_ONE:
