@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import statistics
 import subprocess
 import sys
@@ -36,14 +37,14 @@ def _importable(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def import_time_top(module: str, top: int = 5) -> tuple[list[tuple[str, int]], int]:
-    """The `top` modules with the largest cumulative import time under `import module`.
+def imported_by(module: str) -> dict[str, int]:
+    """Modules `import module` loads beyond bare start-up, with cumulative µs each.
 
-    Returns ``(name, microseconds)`` pairs and the number of modules the import
-    loaded beyond bare interpreter start-up (those are left out of the ranking).
+    From one `python -X importtime` run. A module listed twice (the nested
+    import and the ``from … import`` that triggered it) keeps its larger time.
     """
 
-    def importtime(code: str) -> list[tuple[str, int]]:
+    def importtime(code: str) -> dict[str, int]:
         done = subprocess.run(
             [sys.executable, "-X", "importtime", "-c", code],
             cwd=ROOT,
@@ -51,17 +52,25 @@ def import_time_top(module: str, top: int = 5) -> tuple[list[tuple[str, int]], i
             capture_output=True,
             text=True,
         )
-        entries = []
+        entries: dict[str, int] = {}
         for line in done.stderr.splitlines():
             if not line.startswith("import time:") or "cumulative" in line:
                 continue
             _self, cumulative, name = line.removeprefix("import time:").split("|")
-            entries.append((name.strip(), int(cumulative)))
+            name = name.strip()
+            entries[name] = max(entries.get(name, 0), int(cumulative))
         return entries
 
-    startup = {name for name, _ in importtime("pass")}
-    loaded = [(name, us) for name, us in importtime(f"import {module}") if name not in startup]
-    return sorted(loaded, key=lambda entry: -entry[1])[:top], len(loaded)
+    startup = importtime("pass")
+    return {name: us for name, us in importtime(f"import {module}").items() if name not in startup}
+
+
+def _cells(entry: tuple[str, int] | None) -> list[str]:
+    return ["", ""] if entry is None else [f"`{entry[0]}`", f"{entry[1] / 1e3:,.1f}"]
+
+
+def _top(entries: dict[str, int], count: int = 5) -> list[tuple[str, int]]:
+    return sorted(entries.items(), key=lambda entry: -entry[1])[:count]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,9 +124,14 @@ def main(argv: list[str] | None = None) -> int:
         f"net of bare start-up {net_ratio:.2f}x"
     )
 
-    top, count = import_time_top("llmchat")
-    print(f"`import llmchat` loads {count} modules beyond start-up; top cumulative:")
+    loaded = imported_by("llmchat")
+    top = _top(loaded)
+    outside = _top({n: us for n, us in loaded.items() if n.partition(".")[0] != "llmchat"})
+    print(f"`import llmchat` loads {len(loaded)} modules beyond start-up; top cumulative:")
     for name, micros in top:
+        print(f"  {name:<40} {micros / 1e3:8.1f} ms")
+    print("outside the llmchat package:")
+    for name, micros in outside:
         print(f"  {name:<40} {micros / 1e3:8.1f} ms")
 
     markdown = [
@@ -132,10 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         f"**llmchat / requests = {ratio:.2f}x** ({verdict} the {TARGET_RATIO:g}x target); "
         f"net of bare interpreter start-up, {net_ratio:.2f}x.",
         "",
-        f'`python -X importtime -c "import llmchat"`: {count} modules loaded beyond '
-        "interpreter start-up; the five with the largest cumulative time:",
+        f'`python -X importtime -c "import llmchat"` (one run): {len(loaded)} modules loaded '
+        "beyond interpreter start-up. The five with the largest cumulative time, and the "
+        "five largest from outside the llmchat package (what it pulls in):",
         "",
-        table(["module", "cumulative ms"], [[f"`{n}`", f"{us / 1e3:,.1f}"] for n, us in top]),
+        table(
+            ["module", "cumulative ms", "outside llmchat", "cumulative ms"],
+            [_cells(a) + _cells(b) for a, b in itertools.zip_longest(top, outside)],
+        ),
     ]
     if not args.no_write:
         write_section(BENCHMARKS_MD, SECTION, "\n".join(markdown))
