@@ -28,7 +28,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring  # type: ignore[attr-defined]  # the C version
-from typing import Any
+from typing import Any, Final
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -48,6 +48,13 @@ _dump_data: Callable[[Any], str] = json.JSONEncoder(
     ensure_ascii=False,
     allow_nan=False,
     sort_keys=True,
+    separators=(",", ":"),
+    default=_plain,
+).encode
+# For parts already rebuilt in wire order: insertion order is the order.
+_dump_ordered: Callable[[Any], str] = json.JSONEncoder(
+    ensure_ascii=False,
+    allow_nan=False,
     separators=(",", ":"),
     default=_plain,
 ).encode
@@ -164,105 +171,112 @@ def _path(entry: Any) -> str:
 
 
 # -- body positions ---------------------------------------------------------
+#
+# A part of the body that may hold a schema is rebuilt as dicts whose
+# insertion order is the wire order, then written by the C encoder in one call
+# without sorting; the rest goes to the C encoder with sorted keys. One C call
+# per part is what keeps encode() within a small factor of plain json.dumps.
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def _body(body: Mapping[str, Any]) -> str:
     parts = []
     for key in sorted(body):
         value = body[key]
-        if key == "response_format":
-            text = _response_format(value)
-        elif key == "tools":
-            text = _list_of(value, _tool)
-        elif key == "functions":
-            text = _list_of(value, _function)
-        elif key == "json_schema":
-            text = _schema(value)
-        else:
-            text = _dump_data(value)
+        builder = _BODY_POSITIONS.get(key)
+        text = _dump_data(value) if builder is None else _dump_ordered(builder(value))
         parts.append(f"{encode_basestring(key)}:{text}")
     return "{" + ",".join(parts) + "}"
 
 
-def _object(value: Mapping[str, Any], special: Mapping[str, Callable[[Any], str]]) -> str:
-    """Encode a mapping with sorted members, routing `special` keys to their encoder."""
-    parts = []
-    for key in sorted(value):
-        encoder = special.get(key, _dump_data)
-        parts.append(f"{encode_basestring(key)}:{encoder(value[key])}")
-    return "{" + ",".join(parts) + "}"
+def _sorted_data(value: Any) -> Any:
+    """`value` with every object's members in code-point order, at any depth."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict or (kind is not list and kind is not tuple and isinstance(value, Mapping)):
+        return {
+            key: member if type(member) in _SCALARS else _sorted_data(member)
+            for key in sorted(value)
+            for member in (value[key],)
+        }
+    if kind is list or kind is tuple:
+        return [item if type(item) in _SCALARS else _sorted_data(item) for item in value]
+    return value
 
 
-def _list_of(value: Any, item: Callable[[Any], str]) -> str:
-    if not isinstance(value, (list, tuple)):
-        return _dump_data(value)
-    return "[" + ",".join(item(entry) for entry in value) + "]"
-
-
-def _response_format(value: Any) -> str:
+def _object(value: Any, special: Mapping[str, Callable[[Any], Any]]) -> Any:
+    """A mapping with sorted members, `special` keys rebuilt by their builder."""
     if not isinstance(value, Mapping):
-        return _dump_data(value)
+        return _sorted_data(value)
+    out = {}
+    for key in sorted(value):
+        builder = special.get(key)
+        out[key] = _sorted_data(value[key]) if builder is None else builder(value[key])
+    return out
+
+
+def _list_of(value: Any, item: Callable[[Any], Any]) -> Any:
+    if not isinstance(value, (list, tuple)):
+        return _sorted_data(value)
+    return [item(entry) for entry in value]
+
+
+def _response_format(value: Any) -> Any:
     return _object(value, _RESPONSE_FORMAT)
 
 
-def _json_schema_wrapper(value: Any) -> str:
-    if not isinstance(value, Mapping):
-        return _dump_data(value)
+def _json_schema_wrapper(value: Any) -> Any:
     return _object(value, _WRAPPER)
 
 
-def _tool(value: Any) -> str:
-    if not isinstance(value, Mapping):
-        return _dump_data(value)
+def _tools(value: Any) -> Any:
+    return _list_of(value, _tool)
+
+
+def _tool(value: Any) -> Any:
     return _object(value, _TOOL)
 
 
-def _function(value: Any) -> str:
-    if not isinstance(value, Mapping):
-        return _dump_data(value)
+def _functions(value: Any) -> Any:
+    return _list_of(value, _function)
+
+
+def _function(value: Any) -> Any:
     return _object(value, _FUNCTION)
 
 
 # -- schemas ----------------------------------------------------------------
 
 
-def _schema(value: Any) -> str:
-    """Encode one JSON Schema (a mapping; booleans and the rest are data)."""
+def _schema(value: Any) -> Any:
+    """One JSON Schema in wire order (a mapping; booleans and the rest are data)."""
     if not isinstance(value, Mapping):
-        return _dump_data(value)
-    parts = []
+        return _sorted_data(value)
+    out: dict[str, Any] = {}
     for key in sorted(value):
         member = value[key]
-        if key == "properties" and isinstance(member, Mapping):
-            text = _properties(member, value.get("required"))
-        elif key in _MAP_OF_SCHEMAS and isinstance(member, Mapping):
-            text = _schema_map(member, sorted(member))
-        elif key in _LIST_OF_SCHEMAS:
-            text = _list_of(member, _schema)
-        elif key == "items":  # a schema, or (draft 4-7) a list of them
-            text = (
-                _list_of(member, _schema)
-                if isinstance(member, (list, tuple))
-                else (_schema(member))
+        if type(member) in _SCALARS:  # most members: "type", "description", booleans
+            out[key] = member
+            continue
+        kind = _KEYWORDS.get(key)
+        if kind is None:
+            out[key] = _sorted_data(member)
+        elif kind == "map" and isinstance(member, Mapping):
+            order = (
+                property_order(member, value.get("required"))
+                if key == "properties"
+                else sorted(member)
             )
-        elif key in _ONE_SCHEMA:
-            text = _schema(member)
+            out[key] = {name: _schema(member[name]) for name in order}
+        elif kind == "list" or (kind == "items" and isinstance(member, (list, tuple))):
+            out[key] = _list_of(member, _schema)
+        elif kind in ("one", "items"):
+            out[key] = _schema(member)
         else:
-            text = _dump_data(member)
-        parts.append(f"{encode_basestring(key)}:{text}")
-    return "{" + ",".join(parts) + "}"
-
-
-def _properties(members: Mapping[str, Any], required: Any) -> str:
-    return _schema_map(members, property_order(members, required))
-
-
-def _schema_map(members: Mapping[str, Any], order: list[str]) -> str:
-    return (
-        "{"
-        + ",".join(f"{encode_basestring(name)}:{_schema(members[name])}" for name in order)
-        + "}"
-    )
+            out[key] = _sorted_data(member)
+    return out
 
 
 def property_order(members: Mapping[str, Any], required: Any) -> list[str]:
@@ -284,10 +298,22 @@ def property_order(members: Mapping[str, Any], required: Any) -> list[str]:
     return sorted(members)
 
 
-_WRAPPER: Mapping[str, Callable[[Any], str]] = {"schema": _schema}
-_RESPONSE_FORMAT: Mapping[str, Callable[[Any], str]] = {
+_KEYWORDS: Final[Mapping[str, str]] = {
+    **dict.fromkeys(_MAP_OF_SCHEMAS, "map"),
+    **dict.fromkeys(_LIST_OF_SCHEMAS, "list"),
+    **dict.fromkeys(_ONE_SCHEMA, "one"),
+    "items": "items",  # a schema, or (drafts 4-7) a list of them
+}
+_WRAPPER: Final[Mapping[str, Callable[[Any], Any]]] = {"schema": _schema}
+_RESPONSE_FORMAT: Final[Mapping[str, Callable[[Any], Any]]] = {
     "json_schema": _json_schema_wrapper,
     "schema": _schema,
 }
-_FUNCTION: Mapping[str, Callable[[Any], str]] = {"parameters": _schema}
-_TOOL: Mapping[str, Callable[[Any], str]] = {"function": _function}
+_FUNCTION: Final[Mapping[str, Callable[[Any], Any]]] = {"parameters": _schema}
+_TOOL: Final[Mapping[str, Callable[[Any], Any]]] = {"function": _function}
+_BODY_POSITIONS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "response_format": _response_format,
+    "tools": _tools,
+    "functions": _functions,
+    "json_schema": _schema,
+}
