@@ -24,6 +24,7 @@ __all__ = [
     "Message",
     "MessageLike",
     "coerce_messages",
+    "content_text",
     "normalize_messages",
 ]
 
@@ -303,3 +304,18 @@ def _acknowledge_tool_results(items: list[Message], acknowledgement: str) -> lis
             out.append(Message("assistant", acknowledgement))
         out.append(message)
     return out
+
+
+def content_text(content: Any) -> str:
+    """Content as text: a string as it is, or the text parts of a list joined; else ``""``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping)
+            and part.get("type") in (None, "text", "output_text")
+            and isinstance(part.get("text"), str)
+        )
+    return ""

@@ -194,7 +194,7 @@ def test_hook_order_and_returned_values_are_used() -> None:
             return json.dumps(body, sort_keys=True, indent=1).encode()
 
     request = Gateway("http://h/v1").prepare_chat_request(MESSAGES)
-    assert calls == ["settings", "finalize", "headers", "encode"]
+    assert calls == ["settings", "finalize", "encode", "headers"]
     assert json.loads(request.data)["priority"] == "fast"
     assert request.headers["X-Team"] == "a"
     assert b"\n" in request.data

@@ -1,20 +1,38 @@
 """OpenAICommon: the backend for any OpenAI-compatible chat server.
 
-Step 1 of the plan builds the request side: configuration, the hooks that
-shape a request, and the exact bytes it posts (see `prepare_chat_request`).
+Requests are shaped by a pipeline of hooks, posted as exact bytes, and every
+outcome lands on a `Response` (remote failures are states, not exceptions).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+import requests
+
 from .. import wire_json
+from ..chunk import Chunk
+from ..completion import error_message, judge_finish, parse_completion, usage_fields
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike, coerce_messages, normalize_messages
+from ..response import Response
 from ..settings import Settings
-from ..transport import Timeouts, redact_headers
+from ..transport import (
+    Exchange,
+    Timeouts,
+    Transport,
+    classify_exception,
+    decode_body,
+    iter_bytes,
+    parse_json,
+    redact_headers,
+)
+from ..wirelog import WireLog
+
+log = logging.getLogger("llmchat")
 
 __all__ = ["OpenAICommon", "WireRequest"]
 
@@ -53,25 +71,40 @@ class WireRequest:
 class OpenAICommon:
     """A chat backend for any OpenAI-compatible server.
 
-    Override points, in the order a request meets them (each returns a new
-    value and never mutates its input; llmchat calls them, user code does not):
+        backend = OpenAICommon("http://127.0.0.1:8080/v1", model="qwen")
+        r = backend.chat_completion([{"role": "user", "content": "Hi"}])
+        print(r.msg if r.is_success else r.err)
 
-    1. `_get_api_settings(settings) -> dict` — body members describing *how*
-       to generate (model, samplers, response format), before the payload.
-    2. `_get_api_headers() -> dict` — HTTP headers for every request.
-    3. `_finalize_request_body(body) -> dict` — last look at the assembled body
-       (messages or prompt, tools, stream flags attached); build new dicts,
-       never reach back into the caller's messages.
-    4. `_encode_request_body(body) -> bytes` — the exact bytes posted
-       (default: `wire_json.encode`).
+    Override points, in the order a completion meets them. Each returns a new
+    value and never mutates its input; llmchat calls them, user code does not.
+    Override one in a subclass: call `super()`, then adjust the returned copy.
 
-    The response-side hooks (`_lift_usage`, `_reconcile_finish_reason`,
-    `make_response`, `make_stream_response`, `_on_blocking_complete`,
-    `_on_stream_complete`) arrive with the network layer.
+    1. `_get_api_settings(settings) -> dict` — gets the per-call `Settings`
+       (or None); returns the body members that say how to generate (model,
+       samplers, response format). Runs before messages are attached, so it
+       must not look at the conversation.
+    2. `_finalize_request_body(body) -> dict` — gets the assembled body
+       (``messages`` or ``prompt``, tools, stream flags); returns the body to
+       send. Build new dicts; never reach back into the caller's messages.
+    3. `_encode_request_body(body) -> bytes` — returns the exact bytes posted
+       (default `wire_json.encode`). Must not change `body`.
+    4. `_get_api_headers() -> dict` — returns the HTTP headers for every
+       request (``Authorization`` only when an API key is set).
+    5. `make_response(request)` / `make_stream_response(request)` — factories
+       for the `Response` of a blocking / streamed call; get the finished body.
+    6. `_lift_usage(response, payload)` — copies usage and model from a body
+       or stream event onto `response`; must not change `payload`.
+    7. `_reconcile_finish_reason(response, reason, request) -> str` — gets the
+       provider's finish reason (once per completion) and the sent body;
+       returns the reason the Response acts on. If it raises, the provider's
+       reason is kept.
+    8. `_on_blocking_complete(response)` / `_on_stream_complete(response)` —
+       run on success, before the Response is done (post-call metadata such
+       as a cost lookup). An exception here fails the Response (``unknown``).
 
-    Static provider differences are class attributes: `send_include_usage`
-    (ask a stream for its usage frame) and `setting_field_names` (rename or
-    drop `Settings` fields on the wire, see `Settings.to_body`).
+    Static provider differences are class attributes: `send_include_usage`,
+    `setting_field_names` (see `Settings.to_body`), `chat_path`, `text_path`,
+    `probe_source`.
     """
 
     send_include_usage: ClassVar[bool] = True
@@ -80,6 +113,8 @@ class OpenAICommon:
     """Wire names for `Settings` fields that this provider spells differently."""
     chat_path: ClassVar[str] = "/chat/completions"
     text_path: ClassVar[str] = "/completions"
+    probe_source: ClassVar[str] = "llama.cpp"
+    """The `source` that `probe_server_limits()` reports."""
 
     def __init__(
         self,
@@ -108,6 +143,10 @@ class OpenAICommon:
             raise InvalidTypeError("api_key must be a str or None")
         if model is not None and not isinstance(model, str):
             raise InvalidTypeError(f"model must be a str or None, got {type(model).__name__}")
+        if session is not None and not isinstance(session, requests.Session):
+            raise InvalidTypeError(
+                f"session must be a requests.Session or None, got {type(session).__name__}"
+            )
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidTypeError(
                 f"settings must be a llmchat.Settings or None, got {type(settings).__name__}"
@@ -138,6 +177,7 @@ class OpenAICommon:
             probe=server_probe_timeout,
         )
         self.session = session
+        self._transport = Transport(self.timeouts, session)
 
     # -- identity -----------------------------------------------------------
 
@@ -276,15 +316,344 @@ class OpenAICommon:
                 body["stream_options"] = {"include_usage": True}
         return self._wire_request(self.chat_path, body)
 
+    def prepare_text_request(
+        self,
+        messages: Iterable[MessageLike],
+        continuation: bool = False,
+        settings: Settings | None = None,
+        *,
+        stream: bool = False,
+    ) -> WireRequest:
+        """Return the text-completion request exactly as it would be posted.
+
+        The prompt is `template` rendering `normalized_messages(messages)` (a
+        fresh list each time); `continuation=True` leaves the last message open.
+        """
+        if self.template is None:
+            raise InvalidArgumentError(
+                "text completions need a prompt template: pass template=… to the backend "
+                "(e.g. llmchat.templates.ChatML())"
+            )
+        body = self._get_api_settings(settings)
+        body["prompt"] = self.template.render(
+            self.normalized_messages(_message_list(messages)), continuation=continuation
+        )
+        if stream:
+            body["stream"] = True
+            if self.send_include_usage:
+                body["stream_options"] = {"include_usage": True}
+        return self._wire_request(self.text_path, body)
+
     def _wire_request(self, path: str, body: dict[str, Any]) -> WireRequest:
         body = self._finalize_request_body(body)
+        data = self._encode_request_body(body)
         return WireRequest(
             method="POST",
             url=self.api_url + path,
             headers=self._get_api_headers(),
             body=body,
-            data=self._encode_request_body(body),
+            data=data,
         )
+
+    # -- blocking completions -----------------------------------------------
+
+    def chat_completion(
+        self,
+        messages: Iterable[MessageLike],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        settings: Settings | None = None,
+    ) -> Response:
+        """Run one chat completion and return the settled `Response`.
+
+        Bad input raises `ValueError`/`TypeError` before anything is sent;
+        every remote failure is a state of the Response (`is_success`,
+        `error_class`, `err`), with whatever arrived kept on it.
+        """
+        request = self.prepare_chat_request(messages, tools, tool_choice, settings)
+        response = self.make_response(request.body)
+        self._run_blocking(request, response, kind="chat")
+        return response
+
+    def text_completion(
+        self,
+        messages: Iterable[MessageLike],
+        continuation: bool = False,
+        settings: Settings | None = None,
+    ) -> Response:
+        """Render `messages` with the backend's `template`, POST ``/completions``, settle.
+
+        The answer is ``choices[0].text``; the finish-reason rules are the
+        chat path's (``length`` is a failure).
+        """
+        request = self.prepare_text_request(messages, continuation, settings)
+        response = self.make_response(request.body)
+        self._run_blocking(request, response, kind="text")
+        return response
+
+    def cancel(self, response: Response) -> None:
+        """Cancel `response` (the same as `response.cancel()`)."""
+        response.cancel()
+
+    def make_response(self, request: Mapping[str, Any]) -> Response:
+        """Return a new `Response` for a blocking call with the finished body `request`.
+
+        llmchat calls this; user code does not; override it in a subclass to
+        return a Response subclass with provider fields.
+        """
+        return Response(request, secrets=self._secrets())
+
+    def make_stream_response(self, request: Mapping[str, Any]) -> Response:
+        """Return a new `Response` for a streamed call with the finished body `request`.
+
+        llmchat calls this; user code does not; override it in a subclass.
+        """
+        return Response(request, secrets=self._secrets())
+
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._api_key,) if self._api_key else ()
+
+    def _lift_usage(self, response: Response, payload: Mapping[str, Any]) -> None:
+        """Copy usage counts and the model from `payload` onto `response`.
+
+        Absent counts stay None; 0 stays 0. Must not change `payload`.
+        llmchat calls this; user code does not; override it in a subclass.
+        """
+        for name, value in usage_fields(payload).items():
+            setattr(response, name, value)
+
+    def _reconcile_finish_reason(
+        self, response: Response, reason: str, request: Mapping[str, Any]
+    ) -> str:
+        """Return the finish reason `response` should act on; default: `reason`.
+
+        Sees every provider finish reason once (on a stream, at the settle
+        point, after the usage frame). May set `response.finish_reason_evidence`.
+        If it raises, the provider's reason is kept. llmchat calls this; user
+        code does not; override it in a subclass.
+        """
+        return reason
+
+    def _on_blocking_complete(self, response: Response) -> None:
+        """Run after a successful blocking completion, before it is done.
+
+        llmchat calls this; user code does not; override it in a subclass.
+        """
+
+    def _on_stream_complete(self, response: Response) -> None:
+        """Run after a successful stream ends, before it is done.
+
+        llmchat calls this; user code does not; override it in a subclass.
+        """
+
+    def _run_blocking(self, request: WireRequest, response: Response, *, kind: str) -> None:
+        exchange = Exchange()
+        exchange.arm_deadline(self.timeouts.request)
+        response._attach_aborter(lambda: exchange.abort("cancel"))
+        wirelog = WireLog(self._secrets())
+        wirelog.request(request.method, request.url, request.headers, request.data)
+        http = None
+        try:
+            http = self._transport.open(
+                request.method, request.url, request.headers, request.data, exchange
+            )
+            wirelog.response(http.status_code, http.headers)
+            data = self._read_all(http, wirelog)
+        except Exception as exc:
+            if exchange.aborted != "cancel":
+                error_class, message = classify_exception(
+                    exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
+                )
+                response._settle(error_class=error_class, err=message)
+            wirelog.end(f"failed: {response.err}")
+            return
+        finally:
+            exchange.finish()
+            if http is not None:
+                http.close()
+        self._complete_blocking(response, http.status_code, data, kind)
+        wirelog.end("ok" if response.is_success else f"failed: {response.err}")
+
+    @staticmethod
+    def _read_all(http: requests.Response, wirelog: WireLog) -> bytes:
+        parts = []
+        for data in iter_bytes(http):
+            wirelog.first_byte()
+            parts.append(data)
+        return b"".join(parts)
+
+    def _complete_blocking(self, response: Response, status: int, data: bytes, kind: str) -> None:
+        text = decode_body(data)
+        payload = parse_json(text)
+        if status >= 400:
+            response._settle(
+                error_class="http", error_status=status, err=error_message(payload, text, status)
+            )
+            return
+        if not text.strip():
+            response._settle(error_class="response", err="Empty response body")
+            return
+        if not isinstance(payload, Mapping):
+            response._settle(
+                error_class="response", err=f"Response is not a JSON object: {_excerpt(text)}"
+            )
+            return
+        self._lift_usage(response, payload)
+        completion = parse_completion(payload, kind=kind)
+        response.id = completion.id
+        response.citations = completion.citations
+        response._add_text(completion.text)
+        response._add_reasoning(completion.reasoning or "")
+        response._add_refusal(completion.refusal or "")
+        response.tool_calls = list(completion.tool_calls)
+        if completion.error is not None:
+            response._settle(error_class="response", err=completion.error)
+            return
+        if not isinstance(payload.get("choices"), list) or not payload["choices"]:
+            response._settle(
+                error_class="response", err=f"Response has no choices: {_excerpt(text)}"
+            )
+            return
+        self._settle_finish(response, completion.finish_reason, self._on_blocking_complete)
+        response._add_chunk(
+            Chunk(
+                content=completion.text,
+                raw=dict(payload),
+                is_final=True,
+                model=completion.model,
+                finish_reason=response.finish_reason,
+                tool_calls=list(completion.tool_calls) or None,
+                citations=completion.citations,
+                thinking=completion.reasoning,
+                refusal=completion.refusal,
+                usage=response.usage,
+                cached_tokens=response.cached_tokens,
+            )
+        )
+        self._settle_decided(response, self._on_blocking_complete)
+
+    def _decide_finish(self, response: Response, reason: str | None) -> str | None:
+        """Run `_reconcile_finish_reason` once; a hook that raises keeps `reason`."""
+        response.provider_finish_reason = reason
+        if reason is None:
+            return None
+        try:
+            decided = self._reconcile_finish_reason(response, reason, response.request or {})
+        except Exception:
+            log.warning("_reconcile_finish_reason raised; keeping %r", reason, exc_info=True)
+            return reason
+        if not isinstance(decided, str):
+            log.warning("_reconcile_finish_reason returned %r; keeping %r", decided, reason)
+            return reason
+        return decided
+
+    def _settle_finish(self, response: Response, reason: str | None, on_complete: Any) -> None:
+        """The finish-reason rules shared by every completion path, then settle."""
+        decided = self._decide_finish(response, reason)
+        response.finish_reason = decided
+        error_class, err = judge_finish(decided)
+        if error_class is not None:
+            response._settle(error_class=error_class, err=err)
+            return
+        try:
+            on_complete(response)
+        except Exception as exc:
+            log.warning("completion hook raised", exc_info=True)
+            response._settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
+            return
+        response._settle()
+
+    # -- server limits ------------------------------------------------------
+
+    def probe_server_limits(self) -> dict[str, Any]:
+        """Ask the server for its context size and slot count; never raises.
+
+        llama.cpp answers ``GET /props`` (``default_generation_settings.n_ctx``
+        per slot, ``total_slots``). Returns ``{"source", "context_length",
+        "slots"}``, or ``{"source", "note"}`` saying why nothing was learnt.
+        Takes at most `server_probe_timeout` seconds in total.
+        """
+        payload, note = self._probe_json("/props")
+        if note is not None:
+            return {"source": self.probe_source, "note": note}
+        settings = (
+            payload.get("default_generation_settings") if isinstance(payload, Mapping) else None
+        )
+        n_ctx = settings.get("n_ctx") if isinstance(settings, Mapping) else None
+        if not _is_positive_int(n_ctx):
+            return {
+                "source": self.probe_source,
+                "note": "GET /props has no default_generation_settings.n_ctx",
+            }
+        result: dict[str, Any] = {"source": self.probe_source, "context_length": n_ctx}
+        slots = payload.get("total_slots")
+        if _is_positive_int(slots):
+            result["slots"] = slots
+        return result
+
+    def _server_root(self) -> str:
+        """The api_url without its trailing ``/v1``: where a server's own routes live."""
+        root = self.api_url
+        return root[: -len("/v1")] if root.endswith("/v1") else root
+
+    def _probe_json(self, path: str) -> tuple[Any, str | None]:
+        """One bounded GET of JSON at the server root: `(payload, None)` or `(None, note)`.
+
+        Never raises, and never takes longer than the probe timeout in total,
+        even against a server that accepts and never answers, or trickles.
+        """
+        limit = self.timeouts.probe
+        exchange = Exchange()
+        exchange.arm_deadline(limit)
+        headers = {k: v for k, v in self._get_api_headers().items() if k != "Content-Type"}
+        url = self._server_root() + path
+        http = None
+        try:
+            http = self._transport.open(
+                "GET",
+                url,
+                headers,
+                None,
+                exchange,
+                connect_timeout=_min_limit(self.timeouts.connect, limit),
+                read_timeout=limit,
+            )
+            data = b"".join(iter_bytes(http))
+        except Exception as exc:
+            _, message = classify_exception(
+                exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
+            )
+            return None, f"GET {path} failed: {message}"
+        finally:
+            exchange.finish()
+            if http is not None:
+                http.close()
+        if http.status_code != 200:
+            return None, f"GET {path} answered HTTP {http.status_code}"
+        payload = parse_json(decode_body(data))
+        if not isinstance(payload, Mapping):
+            return None, f"GET {path} did not answer a JSON object"
+        return payload, None
+
+    def close(self) -> None:
+        """Close the backend's pooled connections (only a session llmchat created)."""
+        if self.session is None:
+            self._transport.close()
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _min_limit(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def _message_list(messages: Iterable[MessageLike]) -> list[Message]:

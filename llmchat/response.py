@@ -1,0 +1,295 @@
+"""Response: the outcome of one completion, live while it streams, then settled.
+
+A Response is created before the request goes out and settles exactly once,
+in `_settle`, whatever ended it: success, a provider failure, a transport
+error, a deadline, or a cancel. Nothing else sets terminal state.
+
+Remote failures are states, not exceptions: read `is_success`,
+`error_class` and `err`, or call `raise_for_error()`. Whatever arrived before
+the end (text, reasoning, tool calls, usage) stays on the Response.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from .chunk import Chunk
+from .errors import remote_error_for
+from .tools import ToolCall
+
+__all__ = ["Response", "Timing"]
+
+log = logging.getLogger("llmchat")
+
+
+@dataclass(slots=True)
+class Timing:
+    """How long the caller waited (seconds, from the moment the request was made)."""
+
+    ttft_seconds: float | None = None
+    """Until the first content, reasoning or tool-call chunk; None if none came."""
+    total_seconds: float | None = None
+    """Until the Response settled; None while it is live."""
+
+
+class Response:
+    """The outcome of one completion; thread-safe; live while streaming.
+
+    Iterate it for `Chunk`s (`for chunk in response`): every iterator replays
+    what has arrived, then follows live, and ends when the Response settles —
+    a failed stream ends iteration normally, so read `is_success` after.
+    `wait()` blocks until it settles; `cancel()` stops it from any thread;
+    ``with backend.chat_completion_stream(...) as r:`` cancels on exit if `r`
+    is still live.
+    """
+
+    def __init__(self, request: Mapping[str, Any] | None = None, *, secrets: tuple[str, ...] = ()):
+        self.request = request
+        """The request body that was sent (the finished body); None if unknown."""
+        self._secrets = tuple(s for s in secrets if s)
+        self._cond = threading.Condition(threading.Lock())
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._chunks: list[Chunk] = []
+        self._aborter: Callable[[], None] | None = None
+        self._started = time.monotonic()
+
+        self.tool_calls: list[ToolCall] = []
+        """Completed tool calls, in the order the model made them."""
+        self.citations: list[Any] | None = None
+        """Source citations from a search-augmented provider; None when none came."""
+        self.model: str | None = None
+        """The model the provider says answered; None when it did not say."""
+        self.id: str | None = None
+        """The provider's completion id; None when it sent none."""
+        self.usage: dict[str, Any] | None = None
+        """The provider's raw usage block; None when it sent none."""
+        self.prompt_tokens: int | None = None
+        """Prompt tokens; None = not reported (0 is a real value)."""
+        self.completion_tokens: int | None = None
+        """Generated tokens, reasoning included; None = not reported."""
+        self.total_tokens: int | None = None
+        """Prompt plus completion tokens; None = not reported."""
+        self.reasoning_tokens: int | None = None
+        """Reasoning tokens, where the provider breaks them out; None = not reported."""
+        self.cached_tokens: int | None = None
+        """Prompt tokens served from the prefix cache; None = not reported."""
+        self.finish_reason: str | None = None
+        """The finish reason the Response acted on (after reconciliation); None = none came."""
+        self.provider_finish_reason: str | None = None
+        """The finish reason exactly as the provider sent it; None = none came."""
+        self.finish_reason_evidence: Any = None
+        """Whatever `_reconcile_finish_reason` recorded about its decision; None by default."""
+        self.dropped_frames: int = 0
+        """Stream frames that could not be parsed and were skipped."""
+        self.last_activity_at: float | None = None
+        """`time.monotonic()` of the last bytes from the server (pings count); None before."""
+        self.timing = Timing()
+        """Time to first token and total time."""
+
+        self.is_done: bool = False
+        """True once the Response has settled (success, failure or cancel)."""
+        self.is_success: bool = False
+        """True when the provider finished normally; False while live or after any failure."""
+        self.is_cancelled: bool = False
+        """True when the caller cancelled it (a cancel is not a failure)."""
+        self.cancel_requested: bool = False
+        """True once `cancel()` was called, even if the Response had already settled."""
+        self.err: str | None = None
+        """What went wrong, for people; None on success. ``"Cancelled by user"`` on cancel."""
+        self.error_class: str | None = None
+        """``http``, ``timeout``, ``connection``, ``response`` or ``unknown``; None on
+        success and on cancel."""
+        self.error_status: int | None = None
+        """The HTTP status of an ``http`` failure; None otherwise."""
+
+    # -- text ---------------------------------------------------------------
+
+    @property
+    def msg(self) -> str:
+        """The answer text so far (grows while streaming; kept after failure and cancel)."""
+        return "".join(self._text)
+
+    @property
+    def latest(self) -> str:
+        """The same text as `msg`: whatever had arrived, kept after failure and cancel."""
+        return "".join(self._text)
+
+    @property
+    def reasoning_text(self) -> str | None:
+        """The model's reasoning, never part of `msg`; None when the model sent none."""
+        return "".join(self._reasoning) if self._reasoning else None
+
+    @property
+    def refusal(self) -> str | None:
+        """The model's refusal text; None when it did not refuse."""
+        return "".join(self._refusal) if self._refusal else None
+
+    def __repr__(self) -> str:
+        state = (
+            "live"
+            if not self.is_done
+            else "cancelled"
+            if self.is_cancelled
+            else "ok"
+            if self.is_success
+            else f"failed {self.error_class}"
+        )
+        return f"<Response {state} finish={self.finish_reason!r} chars={len(self.msg)}>"
+
+    # -- waiting, iterating, cancelling ------------------------------------
+
+    def wait(self, timeout: float | None = None) -> Response:
+        """Block until the Response settles or `timeout` seconds pass; return self."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.is_done, timeout)
+        return self
+
+    def __iter__(self) -> Iterator[Chunk]:
+        index = 0
+        while True:
+            with self._cond:
+                while index >= len(self._chunks) and not self.is_done:
+                    self._cond.wait()
+                if index >= len(self._chunks):
+                    return
+                chunk = self._chunks[index]
+            index += 1
+            yield chunk
+
+    def iter_text(self) -> Iterator[str]:
+        """Yield only the non-empty content strings, as they arrive."""
+        for chunk in self:
+            if chunk.content:
+                yield chunk.content
+
+    def cancel(self) -> None:
+        """Stop this completion now; thread-safe, returns at once, never raises.
+
+        The Response settles as cancelled before the network is touched (text
+        so far is kept); then the connection is dropped, which is how an
+        OpenAI-compatible server learns to stop generating. A cancel after the
+        Response settled changes nothing.
+        """
+        with self._cond:
+            self.cancel_requested = True
+            if self.is_done:
+                return
+            self._settle_locked(cancelled=True, err="Cancelled by user")
+            aborter, self._aborter = self._aborter, None
+        _run_aborter(aborter)
+
+    def __enter__(self) -> Response:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self.is_done:
+            self.cancel()
+
+    def raise_for_error(self) -> Response:
+        """Raise the `RemoteError` subclass for a failed Response; return self otherwise.
+
+        Waits for a live Response to settle first. A cancelled Response is not
+        a failure and raises nothing. The exception keeps this Response on
+        `.response`, so its partial text and usage are not lost.
+        """
+        self.wait()
+        if self.error_class is None:
+            return self
+        cls = remote_error_for(self.error_class)
+        raise cls(self.err or self.error_class, response=self, status=self.error_status)
+
+    # -- used by backends (llmchat calls these; user code does not) --------
+
+    def _attach_aborter(self, aborter: Callable[[], None]) -> None:
+        """Register how to tear down the transport; runs at once if already cancelled."""
+        with self._cond:
+            if not self.is_done:
+                self._aborter = aborter
+                return
+        if self.is_cancelled:
+            _run_aborter(aborter)
+
+    def _add_text(self, text: str) -> None:
+        if text:
+            self._text.append(text)
+
+    def _add_reasoning(self, text: str) -> None:
+        if text:
+            self._reasoning.append(text)
+
+    def _add_refusal(self, text: str) -> None:
+        if text:
+            self._refusal.append(text)
+
+    def _add_chunk(self, chunk: Chunk) -> None:
+        with self._cond:
+            if self.is_done:
+                return
+            if self.timing.ttft_seconds is None and (
+                chunk.content or chunk.thinking or chunk.tool_calls
+            ):
+                self.timing.ttft_seconds = time.monotonic() - self._started
+            self._chunks.append(chunk)
+            self._cond.notify_all()
+
+    def _settle(
+        self,
+        *,
+        error_class: str | None = None,
+        err: str | None = None,
+        error_status: int | None = None,
+    ) -> bool:
+        """Settle once: success when `error_class` is None. Returns False if already done."""
+        with self._cond:
+            if self.is_done:
+                return False
+            self._settle_locked(error_class=error_class, err=err, error_status=error_status)
+            self._aborter = None
+            return True
+
+    def _settle_locked(
+        self,
+        *,
+        error_class: str | None = None,
+        err: str | None = None,
+        error_status: int | None = None,
+        cancelled: bool = False,
+    ) -> None:
+        self.is_cancelled = cancelled
+        self.is_success = error_class is None and not cancelled
+        self.error_class = error_class
+        self.error_status = error_status
+        self.err = self._scrub(err)
+        self.timing.total_seconds = time.monotonic() - self._started
+        self.is_done = True
+        self._cond.notify_all()
+
+    def _scrub(self, text: str | None) -> str | None:
+        """Remove secrets from text a server may have echoed them into."""
+        if text is None:
+            return None
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+
+def _run_aborter(aborter: Callable[[], None] | None) -> None:
+    if aborter is None:
+        return
+    try:
+        aborter()
+    except Exception:  # teardown is best effort; the cancel has already happened
+        log.debug("transport teardown after cancel failed", exc_info=True)
