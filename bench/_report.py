@@ -107,10 +107,12 @@ def stamp() -> str:
     return f"_Measured {today} on {machine_info()}._"
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """A Markdown table; columns after the first are right-aligned (they hold figures)."""
-    align = ["---"] + ["---:"] * (len(header) - 1)
-    lines = [header, align, *rows]
+def table(header: list[str], rows: list[list[str]], align: str = "") -> str:
+    """A Markdown table. `align` has one letter per column, ``l`` or ``r``; by
+    default the first column is left-aligned and the rest (figures) right-aligned."""
+    align = align or "l" + "r" * (len(header) - 1)
+    rule = ["---:" if side == "r" else "---" for side in align]
+    lines = [header, rule, *rows]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 

@@ -238,7 +238,7 @@ def _openai_encoder() -> tuple[Callable[[Any], bytes] | None, str]:
     except ImportError:
         return None, NOT_INSTALLED
     version = openai.__version__
-    try:  # openai >= 1.100: _build_request calls openapi_dumps(json_data) itself
+    try:  # recent openai: BaseClient._build_request calls openapi_dumps(json_data) itself
         from openai._utils._json import openapi_dumps
     except ImportError:  # older: the dict goes to httpx as json=, which calls encode_json
         from httpx._content import encode_json
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         ("`llmchat.wire_json.encode(body)`", mine, len(encoded))
     ]
     if "check" in times:
-        rows.append(("  of which the validation walk (`wire_json._check`)", times["check"], None))
+        rows.append(("of which: validation, `wire_json._check(body)`", times["check"], None))
     rows.append(
         (
             'raw floor: `json.dumps(sort_keys=True, separators=(",",":"), '
