@@ -1,11 +1,18 @@
-"""The `llmchat` command line: `wire` (offline) and `demo`."""
+"""The `llmchat` command line: `demo`, `chat`, `probe` and `wire`.
+
+`demo`, `chat` and `probe` talk to ``LLMCHAT_API_URL`` (key from
+``LLMCHAT_API_KEY``, model from ``LLMCHAT_MODEL``) or ``--api-url``; with no
+server configured, `demo` starts the embedded loopback server in-process.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -91,9 +98,57 @@ def _parser() -> argparse.ArgumentParser:
     )
     wire.set_defaults(run=_run_wire)
 
-    demo = commands.add_parser("demo", help="show what llmchat does with a sample conversation")
+    demo = commands.add_parser(
+        "demo",
+        help="a real round trip: against LLMCHAT_API_URL, else the embedded loopback server",
+    )
+    _add_server_options(demo)
     demo.set_defaults(run=_run_demo)
+
+    chat = commands.add_parser("chat", help="send one chat completion and print the answer")
+    chat.add_argument("message", nargs="*", help="the user message (default: read stdin)")
+    _add_server_options(chat)
+    chat.add_argument("--system", help="a system message to put first")
+    chat.add_argument("--max-tokens", type=int, help="most tokens to generate")
+    chat.add_argument("--temperature", type=float, help="sampling temperature")
+    chat.add_argument(
+        "--normalize",
+        choices=("none", "alternate-roles"),
+        default="none",
+        help="message normalization (default: none)",
+    )
+    chat.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
+    chat.set_defaults(run=_run_chat)
+
+    probe = commands.add_parser("probe", help="ask the server for its context size and slots")
+    _add_server_options(probe)
+    probe.set_defaults(run=_run_probe)
     return parser
+
+
+def _add_server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--api-url",
+        default=os.environ.get("LLMCHAT_API_URL"),
+        help="OpenAI-compatible base URL (default: $LLMCHAT_API_URL)",
+    )
+    parser.add_argument(
+        "--model", default=os.environ.get("LLMCHAT_MODEL"), help="model (default: $LLMCHAT_MODEL)"
+    )
+    parser.add_argument(
+        "--api-key-env",
+        default="LLMCHAT_API_KEY",
+        help="environment variable holding the API key (default: LLMCHAT_API_KEY); "
+        "keys are never taken on the command line, where other users could read them",
+    )
+
+
+def _backend(args: argparse.Namespace, **options: Any) -> OpenAICommon:
+    if not args.api_url:
+        raise LLMChatError("no server: pass --api-url or set LLMCHAT_API_URL")
+    return OpenAICommon(
+        args.api_url, api_key=os.environ.get(args.api_key_env) or None, model=args.model, **options
+    )
 
 
 def _load(path: str) -> Any:
@@ -148,14 +203,102 @@ def _run_wire(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _demo_server(args: argparse.Namespace) -> Iterator[str]:
+    """The configured server, or the embedded loopback server for the demo's length."""
+    if args.api_url:
+        yield args.api_url
+        return
+    from .testing import ChatResponder, ScriptedServer  # only the demo needs it
+
+    answer = '{"evidence":"Part 2 of the report.","change":"Ship the second part."}'
+    with ScriptedServer(ChatResponder(answer, model="loopback")) as url:
+        print(f"(no LLMCHAT_API_URL set: started the embedded loopback server at {url})\n")
+        yield url
+
+
 def _run_demo(args: argparse.Namespace) -> int:
-    backend = OpenAICommon(_OFFLINE_URL, model="demo", message_normalization="alternate-roles")
-    request, data = _wire_bytes(_DEMO_REQUEST, backend, stream=False)
-    print("A conversation with split user turns, a mid-conversation system message and")
-    print("a JSON Schema answer, as llmchat would POST it (nothing is sent yet):\n")
-    print(f"{request.method} {request.url}")
-    sys.stdout.flush()
-    _write(sys.stdout.buffer, data)
-    print("\n\nThe user turns are merged, the system message is folded into user text, and")
-    print("'evidence' comes before 'change' because the schema's required array says so.")
+    with _demo_server(args) as url:
+        args.api_url = url
+        backend = _backend(args, message_normalization="alternate-roles")
+        parts = _request_parts(_DEMO_REQUEST)
+        settings = Settings(**parts["settings"])
+        request = backend.prepare_chat_request(parts["messages"], settings=settings)
+        print("1. The request, exactly as posted (split user turns merged, the later system")
+        print("   message folded into user text, 'evidence' before 'change' as required says):\n")
+        print(f"   {request.method} {request.url}")
+        print(f"   {request.data.decode()}\n")
+        response = backend.chat_completion(parts["messages"], settings=settings)
+        print("2. The outcome, a settled Response:\n")
+        for line in _describe(response):
+            print(f"   {line}")
+        backend.close()
+    return 0 if response.is_success else 1
+
+
+def _describe(response: Any) -> list[str]:
+    lines = [
+        f"is_success={response.is_success} finish_reason={response.finish_reason!r} "
+        f"error_class={response.error_class!r}",
+        f"msg={response.msg!r}",
+        f"model={response.model!r} prompt_tokens={response.prompt_tokens} "
+        f"completion_tokens={response.completion_tokens} cached_tokens={response.cached_tokens}",
+        f"total_seconds={response.timing.total_seconds:.4f}",
+    ]
+    if response.err:
+        lines.insert(1, f"err={response.err!r}")
+    return lines
+
+
+def _chat_messages(args: argparse.Namespace) -> list[Any]:
+    if args.message:
+        messages: list[Any] = [{"role": "user", "content": " ".join(args.message)}]
+    else:
+        text = sys.stdin.read()
+        document = None
+        with contextlib.suppress(json.JSONDecodeError):
+            document = json.loads(text)
+        messages = document if isinstance(document, list) else [{"role": "user", "content": text}]
+    if args.system:
+        messages.insert(0, {"role": "system", "content": args.system})
+    return messages
+
+
+def _run_chat(args: argparse.Namespace) -> int:
+    backend = _backend(args, message_normalization=args.normalize)
+    settings = Settings(max_tokens=args.max_tokens, temperature=args.temperature)
+    response = backend.chat_completion(_chat_messages(args), settings=settings)
+    backend.close()
+    if args.json:
+        print(json.dumps(_outcome(response), ensure_ascii=False, indent=2))
+    elif response.is_success:
+        print(response.msg)
+    else:
+        if response.msg:
+            print(response.msg)
+        print(f"llmchat chat: {response.error_class}: {response.err}", file=sys.stderr)
+    return 0 if response.is_success else 1
+
+
+def _outcome(response: Any) -> dict[str, Any]:
+    return {
+        "is_success": response.is_success,
+        "msg": response.msg,
+        "reasoning_text": response.reasoning_text,
+        "tool_calls": [call.to_openai() for call in response.tool_calls],
+        "finish_reason": response.finish_reason,
+        "error_class": response.error_class,
+        "error_status": response.error_status,
+        "err": response.err,
+        "model": response.model,
+        "prompt_tokens": response.prompt_tokens,
+        "completion_tokens": response.completion_tokens,
+        "cached_tokens": response.cached_tokens,
+    }
+
+
+def _run_probe(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    print(json.dumps(backend.probe_server_limits()))
+    backend.close()
     return 0

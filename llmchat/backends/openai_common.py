@@ -514,7 +514,7 @@ class OpenAICommon:
                 error_class="response", err=f"Response has no choices: {_excerpt(text)}"
             )
             return
-        self._settle_finish(response, completion.finish_reason, self._on_blocking_complete)
+        response.finish_reason = self._decide_finish(response, completion.finish_reason)
         response._add_chunk(
             Chunk(
                 content=completion.text,
@@ -547,11 +547,9 @@ class OpenAICommon:
             return reason
         return decided
 
-    def _settle_finish(self, response: Response, reason: str | None, on_complete: Any) -> None:
-        """The finish-reason rules shared by every completion path, then settle."""
-        decided = self._decide_finish(response, reason)
-        response.finish_reason = decided
-        error_class, err = judge_finish(decided)
+    def _settle_decided(self, response: Response, on_complete: Any) -> None:
+        """Apply the finish-reason rules to the decided reason, run the hook, settle."""
+        error_class, err = judge_finish(response.finish_reason)
         if error_class is not None:
             response._settle(error_class=error_class, err=err)
             return

@@ -1,0 +1,28 @@
+"""llmchat.testing: a loopback OpenAI-compatible server with scripted replies and faults.
+
+This module only re-exports; each name lives in its own module.
+"""
+
+from __future__ import annotations
+
+from .chat import ChatResponder
+from .headers import Headers
+from .record import RecordedRequest
+from .script import Drop, Pause, Reply, Script, ScriptError, Stall, Step, WaitFor, Write
+from .server import ScriptedServer
+
+__all__ = [
+    "ChatResponder",
+    "Drop",
+    "Headers",
+    "Pause",
+    "RecordedRequest",
+    "Reply",
+    "Script",
+    "ScriptError",
+    "ScriptedServer",
+    "Stall",
+    "Step",
+    "WaitFor",
+    "Write",
+]
