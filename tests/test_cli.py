@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from llmchat import OpenAICommon, Settings
+from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
 CONVERSATION = {
     "model": "m",
@@ -22,12 +24,17 @@ CONVERSATION = {
 }
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[bytes]:
+def run(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("LLMCHAT_")}
+    environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "llmchat", *args],
         input=None if stdin is None else stdin.encode(),
         capture_output=True,
         check=False,
+        env=environment,
     )
 
 
@@ -61,8 +68,64 @@ def test_wire_reports_bad_input_and_exits_2() -> None:
     assert result.stdout == b""
 
 
-def test_demo_runs() -> None:
+def test_demo_is_a_round_trip_against_the_embedded_server() -> None:
     result = run("demo")
     assert result.returncode == 0, result.stderr
-    assert b"/chat/completions" in result.stdout
-    assert result.stdout.index(b'"evidence"') < result.stdout.index(b'"change"')
+    assert b"embedded loopback server" in result.stdout
+    assert b"is_success=True finish_reason='stop'" in result.stdout
+    request_line = next(line for line in result.stdout.splitlines() if b'"messages"' in line)
+    assert request_line.index(b'"evidence"') < request_line.index(b'"change"')
+
+
+def test_demo_uses_the_configured_server() -> None:
+    with ScriptedServer(ChatResponder("from the configured server")) as url:
+        result = run("demo", env={"LLMCHAT_API_URL": url, "LLMCHAT_API_KEY": "sk-cli-SECRET"})
+        assert result.returncode == 0, result.stderr
+        assert b"from the configured server" in result.stdout
+        assert b"embedded" not in result.stdout
+        assert b"sk-cli-SECRET" not in result.stdout + result.stderr
+
+
+def test_chat_prints_the_answer_and_reads_the_key_from_the_environment() -> None:
+    server = ScriptedServer(ChatResponder("an answer"))
+    with server as url:
+        result = run(
+            "chat",
+            "hello",
+            "world",
+            "--system",
+            "be brief",
+            env={"LLMCHAT_API_URL": url, "LLMCHAT_API_KEY": "sk-cli-SECRET"},
+        )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == b"an answer"
+    seen = server.requests[0]
+    assert seen.headers["Authorization"] == "Bearer sk-cli-SECRET"
+    assert seen.json()["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hello world"},
+    ]
+
+
+def test_chat_failure_exits_1_with_the_error() -> None:
+    with ScriptedServer(Reply.error(503, "overloaded")) as url:
+        result = run("chat", "--api-url", url, "--json", stdin="hi")
+    assert result.returncode == 1
+    outcome = json.loads(result.stdout)
+    assert (outcome["error_class"], outcome["error_status"], outcome["err"]) == (
+        "http",
+        503,
+        "overloaded",
+    )
+
+
+def test_chat_without_a_server_is_a_usage_error() -> None:
+    result = run("chat", "hi")
+    assert result.returncode == 2 and b"LLMCHAT_API_URL" in result.stderr
+
+
+def test_probe_prints_the_limits() -> None:
+    with ScriptedServer(ChatResponder(n_ctx=2048, total_slots=3)) as url:
+        result = run("probe", "--api-url", url)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"source": "llama.cpp", "context_length": 2048, "slots": 3}

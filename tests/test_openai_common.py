@@ -211,3 +211,84 @@ def test_finalize_gets_new_message_dicts() -> None:
     messages = [{"role": "user", "content": "mine"}]
     Rude("http://h/v1").prepare_chat_request(messages)
     assert messages == [{"role": "user", "content": "mine"}]
+
+
+# -- request shape on the wire (responses: no sockets, shape only) -------------
+
+import responses  # noqa: E402
+
+
+@responses.activate
+def test_settings_reach_the_wire_under_their_openai_names() -> None:
+    responses.post(
+        "http://h/v1/chat/completions",
+        json={"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]},
+    )
+    settings = Settings(
+        max_tokens=64,
+        temperature=0.0,
+        top_p=0.9,
+        top_k=40,
+        min_p=0.05,
+        repetition_penalty=1.1,
+        seed=7,
+        stop=["\n\n"],
+        reasoning_effort="high",
+        reasoning_budget_tokens=2048,
+        id_slot=1,
+        cache_prompt=True,
+        json_schema={
+            "type": "object",
+            "properties": {"zeta": {}, "alpha": {}},
+            "required": ["zeta"],
+        },
+        extra_body={"temperature": 0.5, "custom": {"k": 1}},
+    )
+    response = OpenAICommon("http://h/v1", model="m").chat_completion(MESSAGES, settings=settings)
+    assert response.is_success and response.msg == "ok"
+    (call,) = responses.calls
+    sent = json.loads(call.request.body)
+    assert sent["model"] == "m"
+    assert sent["reasoning_effort"] == "high"
+    assert sent["reasoning_budget_tokens"] == 2048  # llama.cpp reads exactly this name
+    assert (sent["id_slot"], sent["cache_prompt"], sent["top_k"]) == (1, True, 40)
+    assert sent["repetition_penalty"] == 1.1 and sent["stop"] == ["\n\n"]
+    assert sent["temperature"] == 0.5  # extra_body is merged last
+    assert sent["custom"] == {"k": 1}
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "response",
+            "schema": settings.json_schema,
+            "strict": False,
+        },
+    }
+    assert call.request.body.index(b"zeta") < call.request.body.index(b"alpha")
+    assert call.request.headers["Content-Type"] == "application/json"
+
+
+@responses.activate
+def test_text_path_posts_a_prompt_to_completions() -> None:
+    responses.post(
+        "http://h/v1/completions", json={"choices": [{"text": " there", "finish_reason": "stop"}]}
+    )
+    from llmchat.templates import ChatML
+
+    response = OpenAICommon("http://h/v1", template=ChatML()).text_completion(
+        [{"role": "user", "content": "hi"}], continuation=True
+    )
+    assert response.msg == " there"
+    sent = json.loads(responses.calls[0].request.body)
+    assert sent == {"prompt": "<|im_start|>user\nhi"}
+
+
+def test_reconcile_hook_does_not_change_the_request() -> None:
+    from llmchat.response import Response
+
+    b = backend()
+    body = b.prepare_chat_request(MESSAGES).body
+    snapshot = copy.deepcopy(body)
+    response = Response(body)
+    assert b._reconcile_finish_reason(response, "stop", body) == "stop"
+    assert body == snapshot
+    assert b.make_response(body).request is body and b.make_stream_response(body).is_done is False

@@ -1,0 +1,32 @@
+"""Every example runs as-is against the embedded server and says something useful."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO_ROOT
+
+EXAMPLES = sorted(p for p in (REPO_ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+EXPECTED = {
+    "blocking_chat.py": b"Paris is the capital of France.",
+    "custom_gateway.py": b'"priority":"fast"',
+    "probe_llamacpp.py": b"4096 tokens per slot, 2 slots",
+}
+
+
+def test_every_example_has_an_expectation() -> None:
+    assert sorted(p.name for p in EXAMPLES) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(path: object) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCHAT_")}
+    result = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, check=False, env=env, timeout=60
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert EXPECTED[path.name] in result.stdout  # type: ignore[attr-defined]
