@@ -18,6 +18,7 @@ from .tools import ToolCall
 __all__ = [
     "Completion",
     "error_message",
+    "inband_error",
     "judge_finish",
     "no_finish",
     "parse_completion",
@@ -71,7 +72,7 @@ def parse_completion(payload: Mapping[str, Any], *, kind: str = "chat") -> Compl
     Never raises on odd shapes: what is missing stays at its default.
     """
     out = Completion(model=_str_or_none(payload.get("model")), id=_str_or_none(payload.get("id")))
-    out.error = _inband_error(payload.get("error"))
+    out.error = inband_error(payload.get("error"))
     citations = payload.get("citations")
     if isinstance(citations, list):
         out.citations = citations
@@ -79,7 +80,7 @@ def parse_completion(payload: Mapping[str, Any], *, kind: str = "chat") -> Compl
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         return out
     choice = choices[0]
-    out.error = out.error or _inband_error(choice.get("error"))
+    out.error = out.error or inband_error(choice.get("error"))
     reason = choice.get("finish_reason")
     out.finish_reason = None if no_finish(reason) else str(reason)
     if kind == "text":
@@ -105,7 +106,8 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _inband_error(error: Any) -> str | None:
+def inband_error(error: Any) -> str | None:
+    """The message of a provider's in-band `error` value; None when there is none."""
     if error is None or error is False:
         return None
     if isinstance(error, Mapping):
@@ -160,7 +162,7 @@ def error_message(payload: Any, text: str, status: int | None = None) -> str:
     """The provider's own words for a failure, from a JSON error body or the text."""
     if isinstance(payload, Mapping):
         for key in ("error", "message", "detail"):
-            found = _inband_error(payload.get(key))
+            found = inband_error(payload.get(key))
             if found:
                 return found
     stripped = text.strip()

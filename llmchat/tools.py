@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ToolCall"]
+__all__ = ["ToolCall", "ToolCallAssembler"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +87,98 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, bool]:
     if not isinstance(value, dict):
         return {}, raw, True
     return value, raw, False
+
+
+class _Slot:
+    __slots__ = ("arguments", "id", "name", "parts", "type")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.type = "function"
+        self.parts: list[str] = []
+        self.arguments: Mapping[str, Any] | None = None
+
+    def build(self) -> ToolCall:
+        raw: Any = self.arguments if self.arguments is not None else "".join(self.parts)
+        arguments, text, undecodable = decode_arguments(raw)
+        return ToolCall(
+            name=self.name,
+            arguments=arguments,
+            id=self.id,
+            type=self.type,
+            arguments_json=text,
+            arguments_undecodable=undecodable,
+        )
+
+
+class ToolCallAssembler:
+    """Assembles streamed OpenAI tool-call fragments into whole `ToolCall`s.
+
+    A push stage with no I/O: `feed(fragments)` takes one delta's
+    ``tool_calls`` list; `finish()` returns every call begun since the last
+    finish, whole, in the order they began, exactly once. Fragments are
+    matched to a call by ``index``, else by ``id``, else by their position in
+    the delta. A fragment bringing a new ``id`` under an ``index`` that already
+    holds another call starts a new call (Ollama sends index 0 for every
+    parallel call). String ``arguments`` are appended; an object replaces.
+    """
+
+    def __init__(self) -> None:
+        self._slots: list[_Slot] = []
+        self._by_key: dict[Any, _Slot] = {}
+
+    @property
+    def pending(self) -> bool:
+        """True while some call has begun and not been handed out by `finish()`."""
+        return bool(self._slots)
+
+    def feed(self, fragments: Any) -> None:
+        if not isinstance(fragments, list):
+            return
+        for position, fragment in enumerate(fragments):
+            if isinstance(fragment, Mapping):
+                self._apply(self._slot_for(fragment, position), fragment)
+
+    def finish(self) -> list[ToolCall]:
+        calls = [slot.build() for slot in self._slots]
+        self._slots = []
+        self._by_key = {}
+        return calls
+
+    def _slot_for(self, fragment: Mapping[str, Any], position: int) -> _Slot:
+        index = fragment.get("index")
+        call_id = fragment.get("id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        if isinstance(index, int) and not isinstance(index, bool):
+            key: Any = ("index", index)
+        elif call_id is not None:
+            key = ("id", call_id)
+        else:
+            key = ("position", position)
+        slot = self._by_key.get(key)
+        if slot is None or (call_id is not None and slot.id and slot.id != call_id):
+            slot = _Slot()
+            self._slots.append(slot)
+            self._by_key[key] = slot
+        return slot
+
+    @staticmethod
+    def _apply(slot: _Slot, fragment: Mapping[str, Any]) -> None:
+        call_id = fragment.get("id")
+        if isinstance(call_id, str) and call_id and not slot.id:
+            slot.id = call_id
+        if isinstance(fragment.get("type"), str) and fragment["type"]:
+            slot.type = fragment["type"]
+        function = fragment.get("function")
+        if not isinstance(function, Mapping):
+            return
+        name = function.get("name")
+        if isinstance(name, str) and name and not slot.name:
+            slot.name = name
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            slot.parts.append(arguments)
+        elif isinstance(arguments, Mapping):
+            slot.arguments = arguments
+            slot.parts = []

@@ -132,7 +132,7 @@ class Exchange:
         """The first abort reason, or None while the exchange is not aborted."""
         self.deadline_seconds: float | None = None
         """The whole-exchange limit the watchdog enforces, for the error message."""
-        self._deadline_token: int | None = None
+        self._timers: list[int] = []
 
     def attach_socket(self, sock: socket.socket) -> None:
         with self._lock:
@@ -163,14 +163,18 @@ class Exchange:
     def arm_deadline(self, seconds: float | None) -> None:
         """Abort with reason ``"deadline"`` after `seconds` (None: never)."""
         self.deadline_seconds = seconds
+        self.schedule_abort(seconds, "deadline")
+
+    def schedule_abort(self, seconds: float | None, reason: str) -> None:
+        """Abort with `reason` after `seconds` unless the exchange is over by then."""
         if seconds is not None:
-            self._deadline_token = _WATCHDOG.schedule(seconds, self)
+            self._timers.append(_WATCHDOG.schedule(seconds, self, reason))
 
     def finish(self) -> None:
-        """Drop the deadline and forget the sockets; the exchange is over."""
-        if self._deadline_token is not None:
-            _WATCHDOG.cancel(self._deadline_token)
-            self._deadline_token = None
+        """Drop the timers and forget the sockets; the exchange is over."""
+        for token in self._timers:
+            _WATCHDOG.cancel(token)
+        self._timers = []
         with self._lock:
             self._sockets = []
             self._response = None
@@ -189,19 +193,20 @@ def _close_quietly(response: requests.Response) -> None:
 
 
 class _Watchdog:
-    """One daemon thread that aborts exchanges whose deadline has passed."""
+    """One daemon thread that aborts exchanges when their timers run out."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, Exchange]] = []
-        self._cancelled: set[int] = set()
+        self._heap: list[tuple[float, int, Exchange, str]] = []
+        self._live: set[int] = set()
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def schedule(self, seconds: float, exchange: Exchange) -> int:
+    def schedule(self, seconds: float, exchange: Exchange, reason: str) -> int:
         token = next(self._ids)
         with self._cond:
-            heapq.heappush(self._heap, (time.monotonic() + seconds, token, exchange))
+            heapq.heappush(self._heap, (time.monotonic() + seconds, token, exchange, reason))
+            self._live.add(token)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="llmchat-deadlines", daemon=True
@@ -212,24 +217,29 @@ class _Watchdog:
 
     def cancel(self, token: int) -> None:
         with self._cond:
-            self._cancelled.add(token)
+            self._live.discard(token)
+            # Cancelled timers would otherwise sit in the heap until they come due
+            # (30 minutes for the default request_timeout): prune when they dominate.
+            if len(self._heap) > 2 * len(self._live) + 64:
+                self._heap = [entry for entry in self._heap if entry[1] in self._live]
+                heapq.heapify(self._heap)
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._heap:
                     self._cond.wait()
-                when, token, exchange = self._heap[0]
-                delay = when - time.monotonic()
-                if token in self._cancelled:
+                when, token, exchange, reason = self._heap[0]
+                if token not in self._live:
                     heapq.heappop(self._heap)
-                    self._cancelled.discard(token)
                     continue
+                delay = when - time.monotonic()
                 if delay > 0:
                     self._cond.wait(delay)
                     continue
                 heapq.heappop(self._heap)
-            exchange.abort("deadline")
+                self._live.discard(token)
+            exchange.abort(reason)
 
 
 _WATCHDOG: Final = _Watchdog()
@@ -334,6 +344,8 @@ class Transport:
             timeouts.connect if connect_timeout is None else connect_timeout,
             timeouts.headers if read_timeout is None else read_timeout,
         )
+        if exchange.aborted is not None:  # cancelled before the request even started
+            raise _Aborted(exchange.aborted)
         _current.exchange = exchange
         try:
             response = self.session.request(

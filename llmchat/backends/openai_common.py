@@ -7,6 +7,8 @@ outcome lands on a `Response` (remote failures are states, not exceptions).
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
@@ -20,6 +22,8 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike, coerce_messages, normalize_messages
 from ..response import Response
 from ..settings import Settings
+from ..sse import SSEDecoder, SSEEvent
+from ..stream_parser import StreamParser
 from ..transport import (
     Exchange,
     Timeouts,
@@ -482,7 +486,9 @@ class OpenAICommon:
             parts.append(data)
         return b"".join(parts)
 
-    def _complete_blocking(self, response: Response, status: int, data: bytes, kind: str) -> None:
+    def _complete_blocking(
+        self, response: Response, status: int, data: bytes, kind: str, on_complete: Any = None
+    ) -> None:
         text = decode_body(data)
         payload = parse_json(text)
         if status >= 400:
@@ -530,7 +536,7 @@ class OpenAICommon:
                 cached_tokens=response.cached_tokens,
             )
         )
-        self._settle_decided(response, self._on_blocking_complete)
+        self._settle_decided(response, on_complete or self._on_blocking_complete)
 
     def _decide_finish(self, response: Response, reason: str | None) -> str | None:
         """Run `_reconcile_finish_reason` once; a hook that raises keeps `reason`."""
@@ -560,6 +566,182 @@ class OpenAICommon:
             response._settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
             return
         response._settle()
+
+    # -- streamed completions -----------------------------------------------
+
+    def chat_completion_stream(
+        self,
+        messages: Iterable[MessageLike],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        settings: Settings | None = None,
+    ) -> Response:
+        """Start a streamed chat completion and return its live `Response` at once.
+
+        A reader thread owns the exchange and the Response settles on its own,
+        even when nobody iterates it. Iterate it for `Chunk`s, `wait()` for
+        the end, `cancel()` from any thread; ``with`` cancels on exit if live.
+
+            with backend.chat_completion_stream(messages) as r:
+                for text in r.iter_text():
+                    print(text, end="", flush=True)
+            print(r.is_success, r.err)
+        """
+        request = self.prepare_chat_request(messages, tools, tool_choice, settings, stream=True)
+        response = self.make_stream_response(request.body)
+        self._start_stream(request, response, kind="chat")
+        return response
+
+    def text_completion_stream(
+        self,
+        messages: Iterable[MessageLike],
+        continuation: bool = False,
+        settings: Settings | None = None,
+    ) -> Response:
+        """Start a streamed text completion (``choices[0].text`` deltas); live `Response`.
+
+        Same termination contract and cancellation as `chat_completion_stream`.
+        """
+        request = self.prepare_text_request(messages, continuation, settings, stream=True)
+        response = self.make_stream_response(request.body)
+        self._start_stream(request, response, kind="text")
+        return response
+
+    def _start_stream(self, request: WireRequest, response: Response, *, kind: str) -> None:
+        exchange = Exchange()
+        exchange.arm_deadline(self.timeouts.request)
+        response._attach_aborter(lambda: exchange.abort("cancel"))
+        threading.Thread(
+            target=self._stream_worker,
+            args=(request, response, exchange, kind),
+            name="llmchat-stream",
+            daemon=True,
+        ).start()
+
+    def _stream_worker(
+        self, request: WireRequest, response: Response, exchange: Exchange, kind: str
+    ) -> None:
+        """The reader thread: one exchange, then exactly one settle."""
+        wirelog = WireLog(self._secrets())
+        wirelog.request(request.method, request.url, request.headers, request.data)
+        parser = StreamParser(kind)
+        http = None
+        try:
+            http = self._transport.open(
+                request.method, request.url, request.headers, request.data, exchange
+            )
+            wirelog.response(http.status_code, http.headers)
+            if not _is_event_stream(http):
+                # An error status, or a server that ignored "stream": a whole body.
+                data = self._read_all(http, wirelog)
+                self._complete_blocking(
+                    response, http.status_code, data, kind, self._on_stream_complete
+                )
+                return
+            ending = self._pump(http, response, parser, exchange, wirelog)
+        except Exception as exc:
+            ending = self._stream_failure(exc, response, parser, exchange, http is not None)
+        finally:
+            exchange.finish()
+            if http is not None:
+                http.close()
+        try:
+            if ending is not None:
+                self._settle_stream(response, parser, ending)
+        finally:
+            if not response.is_done:  # a bug in a hook must not leave a Response live
+                response._settle(error_class="unknown", err="The stream reader failed")
+            wirelog.end("cancelled" if response.is_cancelled else response.err or "ok")
+
+    def _pump(
+        self,
+        http: requests.Response,
+        response: Response,
+        parser: StreamParser,
+        exchange: Exchange,
+        wirelog: WireLog,
+    ) -> str:
+        """Feed body bytes through the stages until ``[DONE]`` or the end of the body."""
+        decoder = SSEDecoder()
+        for data in iter_bytes(http):
+            wirelog.first_byte()
+            response.last_activity_at = time.monotonic()
+            for event in decoder.feed(data):
+                self._apply_event(event, response, parser, exchange)
+            if parser.done:
+                return "done"
+        for event in decoder.flush():
+            self._apply_event(event, response, parser, exchange)
+        return "done" if parser.done else "eof"
+
+    def _apply_event(
+        self, event: SSEEvent, response: Response, parser: StreamParser, exchange: Exchange
+    ) -> None:
+        finished_before = parser.finished
+        chunks = parser.feed(event)
+        response.dropped_frames = parser.dropped
+        payload = parser.payload
+        if payload is not None and ("usage" in payload or response.model is None):
+            self._lift_usage(response, payload)
+        for chunk in chunks:
+            response._add_text(chunk.content)
+            response._add_reasoning(chunk.thinking or "")
+            response._add_refusal(chunk.refusal or "")
+            if chunk.tool_calls:
+                response.tool_calls.extend(chunk.tool_calls)
+            if response.id is None and payload is not None and isinstance(payload.get("id"), str):
+                response.id = payload["id"]
+            response._add_chunk(chunk)
+        if parser.finished and not finished_before:
+            # Recorded, not acted on: read on for the usage frame, but not forever.
+            response.finish_reason = parser.wire_finish_reason
+            response.provider_finish_reason = parser.wire_finish_reason
+            exchange.schedule_abort(self.timeouts.finish_grace, "grace")
+
+    def _stream_failure(
+        self,
+        exc: Exception,
+        response: Response,
+        parser: StreamParser,
+        exchange: Exchange,
+        after_headers: bool,
+    ) -> str | None:
+        """Turn a read that raised into an ending, or settle it here; None if settled."""
+        if exchange.aborted == "cancel":
+            return None  # cancel() settled it already
+        if exchange.aborted == "grace":
+            return "grace"
+        if parser.finished and exchange.aborted is None:
+            return "eof"  # a connection lost after the finish chunk is a close
+        error_class, message = classify_exception(
+            exc, exchange=exchange, after_headers=after_headers, timeouts=self.timeouts
+        )
+        if error_class == "response":
+            log.debug("stream cut off: %s", message)
+            message = ERR_STREAM_CLOSED
+        response._settle(error_class=error_class, err=message)
+        return None
+
+    def _settle_stream(self, response: Response, parser: StreamParser, ending: str) -> None:
+        """The one place a stream's ending becomes its terminal state (spec contract)."""
+        if parser.error is not None:
+            response._settle(error_class="response", err=parser.error)
+        elif parser.saw_tool_calls and parser.dropped:
+            response._settle(
+                error_class="response",
+                err=f"{parser.dropped} stream frame(s) dropped while tool calls were "
+                "streaming; the calls may be corrupt",
+            )
+        elif parser.assembler.pending:
+            response._settle(
+                error_class="response", err="Stream ended inside an unfinished tool call"
+            )
+        elif parser.finished or ending == "done":
+            response.finish_reason = self._decide_finish(response, parser.finish_reason)
+            response.provider_finish_reason = parser.wire_finish_reason
+            self._settle_decided(response, self._on_stream_complete)
+        else:
+            response._settle(error_class="response", err=ERR_STREAM_CLOSED)
 
     # -- server limits ------------------------------------------------------
 
@@ -637,6 +819,16 @@ class OpenAICommon:
         """Close the backend's pooled connections (only a session llmchat created)."""
         if self.session is None:
             self._transport.close()
+
+
+ERR_STREAM_CLOSED: Final = "Stream closed without [DONE] or a finish reason"
+
+
+def _is_event_stream(http: requests.Response) -> bool:
+    content_type = http.headers.get("Content-Type", "").lower()
+    if http.status_code >= 400:
+        return False
+    return "json" not in content_type or "event-stream" in content_type
 
 
 def _excerpt(text: str, limit: int = 200) -> str:

@@ -1,0 +1,140 @@
+"""Server-sent-event framing: a push decoder that does no I/O.
+
+`SSEDecoder.feed(bytes)` returns the events completed by those bytes;
+`flush()` at end of body returns what is left, marked unterminated. Bytes are
+split into lines at CR, LF or CRLF *before* decoding, and each whole line is
+decoded as UTF-8 on its own, so a character split across reads is never
+broken; a line that is not UTF-8 marks its event undecodable (a dropped
+frame), never a crash. Event framing follows the WHATWG EventSource rules
+("Interpreting an event stream"): ``data`` lines join with ``\\n``, a leading
+space after the colon is dropped, a blank line dispatches, ``:`` lines are
+comments.
+
+Why not sseclient-py: at end of body it dispatches an unterminated tail as if
+it were complete (the stream contract must count a frame cut off mid-JSON), it
+drops comments silently (they are keep-alives that refresh activity), it is a
+pull generator rather than a push stage, and it re-concatenates its buffer on
+every line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["SSEDecoder", "SSEEvent"]
+
+_CR: Final = 0x0D
+_LF: Final = 0x0A
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event, or one comment line.
+
+    `data` is None for a comment (then `comment` holds its text). `terminated`
+    is False only for an event still open when the body ended. `undecodable`
+    is True when one of its lines was not UTF-8.
+    """
+
+    data: str | None = None
+    event: str | None = None
+    id: str | None = None
+    comment: str | None = None
+    terminated: bool = True
+    undecodable: bool = False
+
+
+class SSEDecoder:
+    """Turns body bytes into `SSEEvent`s; feed it whatever a read returned."""
+
+    def __init__(self) -> None:
+        self._partial = bytearray()
+        self._skip_lf = False  # the last byte fed was a CR: a LF right after it ends nothing
+        self._data: list[str] = []
+        self._event: str | None = None
+        self._id: str | None = None
+        self._undecodable = False
+        self._open = False  # some field line arrived since the last dispatch
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        """Return the events (and comments) that `data` completes."""
+        out: list[SSEEvent] = []
+        start = 0
+        if self._skip_lf and data[:1] == b"\n":
+            start = 1
+        self._skip_lf = False
+        length = len(data)
+        while start < length:
+            cr = data.find(b"\r", start)
+            lf = data.find(b"\n", start)
+            if cr < 0 and lf < 0:
+                self._partial += data[start:]
+                return out
+            end = lf if cr < 0 or (0 <= lf < cr) else cr
+            if self._partial:
+                self._partial += data[start:end]
+                line = bytes(self._partial)
+                self._partial.clear()
+            else:
+                line = data[start:end]
+            self._line(line, out)
+            start = end + 1
+            if data[end] == _CR:
+                if start < length and data[start] == _LF:
+                    start += 1
+                elif start == length:
+                    self._skip_lf = True
+        return out
+
+    def flush(self) -> list[SSEEvent]:
+        """At end of body: the event still open, if any, marked unterminated."""
+        out: list[SSEEvent] = []
+        if self._partial:
+            line = bytes(self._partial)
+            self._partial.clear()
+            self._line(line, out)
+        if self._open:
+            out.append(self._dispatch(terminated=False))
+        return out
+
+    def _line(self, raw: bytes, out: list[SSEEvent]) -> None:
+        if not raw:
+            if self._open:
+                out.append(self._dispatch(terminated=True))
+            return
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self._undecodable = True
+            self._open = True
+            return
+        name, sep, value = line.partition(":")
+        if not name and sep:
+            out.append(SSEEvent(comment=value[1:] if value.startswith(" ") else value))
+            return
+        if value.startswith(" "):
+            value = value[1:]
+        self._open = True
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            self._id = value
+        # "retry" and unknown fields are ignored, as EventSource does.
+
+    def _dispatch(self, *, terminated: bool) -> SSEEvent:
+        event = SSEEvent(
+            data="\n".join(self._data) if self._data else None,
+            event=self._event,
+            id=self._id,
+            terminated=terminated,
+            undecodable=self._undecodable,
+        )
+        self._data = []
+        self._event = None
+        self._id = None
+        self._undecodable = False
+        self._open = False
+        return event
