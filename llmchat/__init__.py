@@ -7,17 +7,23 @@ from __future__ import annotations
 
 from . import wire_json
 from .backends.openai_common import OpenAICommon
+from .chunk import Chunk
 from .errors import LLMChatError
 from .messages import Message, normalize_messages
+from .response import Response
 from .settings import Settings
+from .tools import ToolCall
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Chunk",
     "LLMChatError",
     "Message",
     "OpenAICommon",
+    "Response",
     "Settings",
+    "ToolCall",
     "normalize_messages",
     "wire_json",
 ]

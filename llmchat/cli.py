@@ -118,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
         help="message normalization (default: none)",
     )
     chat.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
+    chat.add_argument("--stream", action="store_true", help="print the answer as it arrives")
     chat.set_defaults(run=_run_chat)
 
     probe = commands.add_parser("probe", help="ask the server for its context size and slots")
@@ -232,8 +233,13 @@ def _run_demo(args: argparse.Namespace) -> int:
         print("2. The outcome, a settled Response:\n")
         for line in _describe(response):
             print(f"   {line}")
+        print("\n3. The same request streamed: chunks as they arrive, then the settled state:\n")
+        streamed = backend.chat_completion_stream(parts["messages"], settings=settings)
+        print("   " + " | ".join(repr(text) for text in streamed.iter_text()))
+        for line in _describe(streamed):
+            print(f"   {line}")
         backend.close()
-    return 0 if response.is_success else 1
+    return 0 if response.is_success and streamed.is_success else 1
 
 
 def _describe(response: Any) -> list[str]:
@@ -267,6 +273,8 @@ def _chat_messages(args: argparse.Namespace) -> list[Any]:
 def _run_chat(args: argparse.Namespace) -> int:
     backend = _backend(args, message_normalization=args.normalize)
     settings = Settings(max_tokens=args.max_tokens, temperature=args.temperature)
+    if args.stream and not args.json:
+        return _stream_chat(backend, _chat_messages(args), settings)
     response = backend.chat_completion(_chat_messages(args), settings=settings)
     backend.close()
     if args.json:
@@ -276,6 +284,19 @@ def _run_chat(args: argparse.Namespace) -> int:
     else:
         if response.msg:
             print(response.msg)
+        print(f"llmchat chat: {response.error_class}: {response.err}", file=sys.stderr)
+    return 0 if response.is_success else 1
+
+
+def _stream_chat(backend: OpenAICommon, messages: list[Any], settings: Settings) -> int:
+    # Ctrl-C leaves the with-block, which cancels the stream and hangs up on the server.
+    with backend.chat_completion_stream(messages, settings=settings) as response:
+        for text in response.iter_text():
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    sys.stdout.write("\n")
+    backend.close()
+    if not response.is_success:
         print(f"llmchat chat: {response.error_class}: {response.err}", file=sys.stderr)
     return 0 if response.is_success else 1
 

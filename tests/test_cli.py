@@ -129,3 +129,16 @@ def test_probe_prints_the_limits() -> None:
         result = run("probe", "--api-url", url)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"source": "llama.cpp", "context_length": 2048, "slots": 3}
+
+
+def test_chat_stream_prints_as_it_arrives() -> None:
+    with ScriptedServer(ChatResponder("streamed answer", chunk_size=2)) as url:
+        result = run("chat", "--stream", "--api-url", url, "hi")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"streamed answer\n"
+
+
+def test_demo_streams_too() -> None:
+    result = run("demo")
+    assert b"3. The same request streamed" in result.stdout
+    assert result.stdout.count(b"is_success=True") == 2

@@ -15,6 +15,8 @@ EXPECTED = {
     "blocking_chat.py": b"Paris is the capital of France.",
     "custom_gateway.py": b'"priority":"fast"',
     "probe_llamacpp.py": b"4096 tokens per slot, 2 slots",
+    "stream_chat.py": b"[stop; ",
+    "cancel_stream.py": b"is_cancelled=True err='Cancelled by user' error_class=None",
 }
 
 
