@@ -820,6 +820,12 @@ class OpenAICommon:
         if self.session is None:
             self._transport.close()
 
+    def __enter__(self) -> OpenAICommon:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 ERR_STREAM_CLOSED: Final = "Stream closed without [DONE] or a finish reason"
 
