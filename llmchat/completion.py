@@ -108,7 +108,7 @@ def _str_or_none(value: Any) -> str | None:
 
 def inband_error(error: Any) -> str | None:
     """The message of a provider's in-band `error` value; None when there is none."""
-    if error is None or error is False:
+    if not error:  # None, False, "" and {} all mean "no error"
         return None
     if isinstance(error, Mapping):
         message = error.get("message")

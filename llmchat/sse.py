@@ -26,6 +26,8 @@ __all__ = ["SSEDecoder", "SSEEvent"]
 
 _CR: Final = 0x0D
 _LF: Final = 0x0A
+_COLON: Final = 0x3A
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +58,13 @@ class SSEDecoder:
         self._id: str | None = None
         self._undecodable = False
         self._open = False  # some field line arrived since the last dispatch
+        self._first_line = True
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Return the events (and comments) that `data` completes."""
         out: list[SSEEvent] = []
+        if not data:
+            return out
         start = 0
         if self._skip_lf and data[:1] == b"\n":
             start = 1
@@ -99,9 +104,17 @@ class SSEDecoder:
         return out
 
     def _line(self, raw: bytes, out: list[SSEEvent]) -> None:
+        if self._first_line:
+            self._first_line = False
+            if raw.startswith(_BOM):  # the EventSource rules strip one leading BOM
+                raw = raw[len(_BOM) :]
         if not raw:
             if self._open:
                 out.append(self._dispatch(terminated=True))
+            return
+        if raw[0] == _COLON:  # a comment: recognised before decoding, never a dropped frame
+            text = raw[1:].decode("utf-8", "replace")
+            out.append(SSEEvent(comment=text[1:] if text.startswith(" ") else text))
             return
         try:
             line = raw.decode("utf-8")
@@ -109,10 +122,7 @@ class SSEDecoder:
             self._undecodable = True
             self._open = True
             return
-        name, sep, value = line.partition(":")
-        if not name and sep:
-            out.append(SSEEvent(comment=value[1:] if value.startswith(" ") else value))
-            return
+        name, _, value = line.partition(":")
         if value.startswith(" "):
             value = value[1:]
         self._open = True

@@ -90,8 +90,7 @@ class StreamParser:
             self.error = self.error or error
             return []
         usage = usage_fields(payload)
-        choices = payload.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices else None
+        choice = _first_choice(payload.get("choices"))
         if self.finished or not isinstance(choice, Mapping):
             return [self._usage_chunk(payload, usage)] if "usage" in usage else []
         return self._choice(payload, choice, usage)
@@ -146,9 +145,10 @@ class StreamParser:
                 thinking += value
                 break
         refusal = delta.get("refusal")
-        if delta.get("tool_calls") is not None:
+        fragments = delta.get("tool_calls")
+        if isinstance(fragments, list) and fragments:
             self.saw_tool_calls = True
-            self.assembler.feed(delta["tool_calls"])
+            self.assembler.feed(fragments)
         return content, thinking, refusal if isinstance(refusal, str) else ""
 
     @staticmethod
@@ -161,6 +161,16 @@ class StreamParser:
             usage=usage.get("usage"),
             cached_tokens=usage.get("cached_tokens"),
         )
+
+
+def _first_choice(choices: Any) -> Mapping[str, Any] | None:
+    """Choice 0: llmchat asks for one; with n > 1 the others are not mixed in."""
+    if not isinstance(choices, list):
+        return None
+    for choice in choices:
+        if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+            return choice
+    return None
 
 
 def _content_and_thinking(content: Any) -> tuple[str, str]:

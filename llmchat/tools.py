@@ -75,7 +75,7 @@ class ToolCall:
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, bool]:
     """Return `(arguments, arguments_json, undecodable)` for a provider's arguments value."""
     if raw is None or raw == "":
-        return {}, raw, False
+        return {}, None, False
     if isinstance(raw, Mapping):
         return dict(raw), None, False
     if not isinstance(raw, str):
@@ -157,6 +157,9 @@ class ToolCallAssembler:
         else:
             key = ("position", position)
         slot = self._by_key.get(key)
+        if slot is None and key[0] == "position" and position < len(self._slots):
+            # An unkeyed fragment continues the call at its position (one begun by id).
+            slot = self._slots[position]
         if slot is None or (call_id is not None and slot.id and slot.id != call_id):
             slot = _Slot()
             self._slots.append(slot)

@@ -546,3 +546,26 @@ def test_settings_reach_the_stream_body(server: ScriptedServer) -> None:
     response = OpenAICommon(server.url, settings=Settings(max_tokens=5)).chat_completion_stream(HI)
     assert response.wait(10).is_success
     assert server.requests[0].json()["max_tokens"] == 5
+
+
+def test_empty_error_values_are_not_errors(server: ScriptedServer) -> None:
+    events = [
+        {"error": "", "choices": [{"index": 0, "delta": {"content": "a"}}]},
+        {"error": None, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    response = stream(server, Reply.sse(events))
+    assert response.is_success and response.msg == "a"
+
+
+def test_only_choice_zero_is_read(server: ScriptedServer) -> None:
+    events = [
+        {
+            "choices": [
+                {"index": 1, "delta": {"content": "other"}},
+                {"index": 0, "delta": {"content": "mine"}},
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    response = stream(server, Reply.sse(events))
+    assert response.is_success and response.msg == "mine"

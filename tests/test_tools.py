@@ -36,3 +36,22 @@ def test_other_dialects() -> None:
         "name": "f",
         "input": {"a": 1},
     }
+
+
+def test_a_call_with_no_arguments_goes_out_as_an_empty_object() -> None:
+    from llmchat.tools import ToolCallAssembler
+
+    assembler = ToolCallAssembler()
+    assembler.feed([{"index": 0, "id": "c", "function": {"name": "now"}}])
+    (call,) = assembler.finish()
+    assert call.arguments == {} and not call.arguments_undecodable
+    assert call.to_openai()["function"]["arguments"] == "{}"
+
+
+def test_unkeyed_fragments_continue_a_call_begun_by_id() -> None:
+    from llmchat.tools import ToolCallAssembler
+
+    assembler = ToolCallAssembler()
+    assembler.feed([{"id": "a", "function": {"name": "f", "arguments": '{"x":'}}])
+    assembler.feed([{"function": {"arguments": "1}"}}])
+    assert [(c.id, c.arguments) for c in assembler.finish()] == [("a", {"x": 1})]
