@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("bench_wire_json.py", "bench_normalize.py", "bench_import.py")
+SCRIPTS = ("bench_wire_json.py", "bench_normalize.py", "bench_import.py", "bench_request.py")
 
 
 def main() -> int:

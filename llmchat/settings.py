@@ -187,6 +187,10 @@ class Settings:
                 f"Settings.merged() takes a Settings or None, got {_describe(other)}"
             )
         changes = dict(other._set_items())
+        if not changes:
+            return self
+        if not self._set_items():
+            return other  # the common case: a backend with no defaults of its own
         if self.extra_body is not None and other.extra_body is not None:
             changes["extra_body"] = {**self.extra_body, **other.extra_body}
         # Both sides were validated when they were built, so nothing is re-checked.

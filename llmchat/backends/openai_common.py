@@ -524,7 +524,7 @@ class OpenAICommon:
         response._add_chunk(
             Chunk(
                 content=completion.text,
-                raw=dict(payload),
+                raw=payload,
                 is_final=True,
                 model=completion.model,
                 finish_reason=response.finish_reason,
