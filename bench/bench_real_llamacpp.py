@@ -1,0 +1,281 @@
+"""Stream from a real llama-server: tokens/s, time to first chunk, client CPU.
+
+One llama-server (the tests' tiny random-weight model, `-np 2 -t 2`), the same
+prompt and `max_tokens` for every client, interleaved round by round: llmchat's
+`chat_completion_stream`, the openai SDK's `stream=True`, litellm's
+`stream=True`, and a raw floor (requests + `read1` + `json.loads`). The server
+is the same for all, so tokens/s mostly measures the server; what differs is
+the client's own CPU, reported as a share of the generation's wall time (the
+CPU the client takes away from a server sharing its machine).
+
+    pip install -e ".[real,bench]"
+    python bench/bench_real_llamacpp.py [--no-write] [--rounds N] [--tokens N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _report import BENCHMARKS_MD, NOT_INSTALLED, ROOT, stamp, table, write_section
+
+sys.path.insert(0, str(ROOT))
+
+TITLE = "Real llama-server: streaming tokens/s, first chunk, client CPU"
+MESSAGES = [{"role": "user", "content": "Tell me a long story about a lighthouse."}]
+
+
+class Outcome:
+    """One timed stream: wall seconds, client CPU seconds, first-chunk seconds, tokens."""
+
+    def __init__(self, wall: float, cpu: float, ttfc: float, tokens: int) -> None:
+        self.wall, self.cpu, self.ttfc, self.tokens = wall, cpu, ttfc, tokens
+
+
+def timed(run: Callable[[Callable[[], None]], int]) -> Outcome:
+    """Time `run`, which calls `first()` at its first content chunk and returns tokens."""
+    marks: list[float] = []
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    tokens = run(lambda: marks.append(time.perf_counter()) if not marks else None)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return Outcome(wall, cpu, (marks[0] - t0) if marks else float("nan"), tokens)
+
+
+def llmchat_client(url: str, max_tokens: int) -> Callable[[Callable[[], None]], int]:
+    from llmchat import OpenAICommon, Settings
+
+    backend = OpenAICommon(url, model="tiny")
+    settings = Settings(max_tokens=max_tokens, temperature=0)
+
+    def run(first: Callable[[], None]) -> int:
+        response = backend.chat_completion_stream(MESSAGES, settings=settings)
+        for chunk in response:
+            if chunk.content:
+                first()
+        assert response.finish_reason == "length", response.err
+        return int(response.completion_tokens or 0)
+
+    return run
+
+
+def raw_client(url: str, max_tokens: int) -> Callable[[Callable[[], None]], int]:
+    import requests
+
+    session = requests.Session()
+    body = json.dumps(
+        {
+            "model": "tiny",
+            "messages": MESSAGES,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+
+    def run(first: Callable[[], None]) -> int:
+        tokens = 0
+        with session.post(
+            f"{url}/chat/completions",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            stream=True,
+        ) as reply:
+            buffer = b""
+            while data := reply.raw.read1(65536):
+                buffer += data
+                *frames, buffer = buffer.split(b"\n\n")
+                for frame in frames:
+                    payload = frame[len(b"data: ") :]
+                    if payload == b"[DONE]":
+                        continue
+                    event = json.loads(payload)
+                    if event.get("choices") and event["choices"][0]["delta"].get("content"):
+                        first()
+                    if event.get("usage"):
+                        tokens = event["usage"]["completion_tokens"]
+        return tokens
+
+    return run
+
+
+def openai_client(url: str, max_tokens: int) -> Callable[[Callable[[], None]], int] | None:
+    try:
+        import openai
+    except ImportError:
+        return None
+    client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+
+    def run(first: Callable[[], None]) -> int:
+        tokens = 0
+        stream = client.chat.completions.create(
+            model="tiny",
+            messages=MESSAGES,  # type: ignore[arg-type]
+            max_tokens=max_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        for event in stream:
+            if event.choices and event.choices[0].delta.content:
+                first()
+            if event.usage:
+                tokens = event.usage.completion_tokens
+        return tokens
+
+    return run
+
+
+def litellm_client(url: str, max_tokens: int) -> Callable[[Callable[[], None]], int] | None:
+    try:
+        import litellm
+    except ImportError:
+        return None
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    litellm.REPEATED_STREAMING_CHUNK_LIMIT = 10**9  # the tiny model repeats itself
+
+    def run(first: Callable[[], None]) -> int:
+        tokens = 0
+        stream = litellm.completion(
+            model="openai/tiny",
+            api_base=url,
+            api_key="x",
+            messages=MESSAGES,
+            max_tokens=max_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        for event in stream:
+            if event.choices and event.choices[0].delta.content:
+                first()
+            usage = getattr(event, "usage", None)
+            if usage:
+                tokens = usage.completion_tokens
+        return tokens
+
+    return run
+
+
+def start_server() -> Any:
+    from tests.real.tiny_model import tiny_model_path
+
+    from tests.real.server import LlamaServer, find_binary
+
+    binary, why = find_binary()
+    if binary is None:
+        raise SystemExit(f"no llama-server: {why}")
+    cache = Path.home() / ".cache" / "llmchat-tests"
+    server = LlamaServer(
+        binary,
+        tiny_model_path(cache),
+        ["--chat-template", "chatml"],
+        Path(tempfile.mkdtemp()) / "server.log",
+    )
+    server.wait_ready()
+    return server
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, float]:
+    return {
+        "tokens_per_s": statistics.median(o.tokens / o.wall for o in outcomes),
+        "ttfc_ms": statistics.median(o.ttfc for o in outcomes) * 1000,
+        "cpu_ms": statistics.median(o.cpu for o in outcomes) * 1000,
+        "cpu_share": statistics.median(o.cpu / o.wall for o in outcomes),
+        "tokens": statistics.median(o.tokens for o in outcomes),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tokens", type=int, default=512)
+    args = parser.parse_args()
+
+    server = start_server()
+    try:
+        clients: dict[str, Callable[[Callable[[], None]], int] | None] = {
+            "llmchat": llmchat_client(server.url, args.tokens),
+            "raw": raw_client(server.url, args.tokens),
+            "openai": openai_client(server.url, args.tokens),
+            "litellm": litellm_client(server.url, args.tokens),
+        }
+        ready = {name: run for name, run in clients.items() if run is not None}
+        for run in ready.values():  # warm-up: connections, imports, the prompt cache
+            timed(run)
+        results: dict[str, list[Outcome]] = {name: [] for name in ready}
+        for _ in range(args.rounds):
+            for name, run in ready.items():
+                results[name].append(timed(run))
+    finally:
+        server.stop()
+
+    summary = {name: summarize(outcomes) for name, outcomes in results.items()}
+    base = summary["llmchat"]
+    labels = {
+        "llmchat": "llmchat `chat_completion_stream`",
+        "raw": "raw floor: requests + `read1` + `json.loads`",
+        "openai": "openai SDK `create(stream=True)`",
+        "litellm": 'litellm `completion("openai/tiny", stream=True)`',
+    }
+    rows = []
+    for name in clients:
+        if name not in summary:
+            rows.append([labels[name], NOT_INSTALLED, "", "", "", ""])
+            continue
+        s = summary[name]
+        rows.append(
+            [
+                labels[name],
+                f"{s['tokens_per_s']:,.0f}",
+                f"{s['ttfc_ms']:.1f}",
+                f"{s['cpu_ms']:.1f}",
+                f"{s['cpu_share'] * 100:.1f}%",
+                f"{s['cpu_ms'] / base['cpu_ms']:.2f}x",
+            ]
+        )
+    header = [
+        "client",
+        "tokens/s",
+        "first chunk ms",
+        "client CPU ms / stream",
+        "CPU share of wall",
+        "CPU x llmchat",
+    ]
+    report = table(header, rows)
+    print(report)
+    if args.no_write:
+        return
+    markdown = "\n".join(
+        [
+            stamp(),
+            "",
+            f"One llama-server (tiny random-weight llama model, Qwen2 tokenizer, `-c 2048 -np 2 "
+            f"-t 2`, chatml), the same prompt and `max_tokens={args.tokens}` (the model never "
+            "stops early: every stream is that long) for every client, `include_usage` on. "
+            f"Medians of {args.rounds} interleaved rounds after one warm-up stream each. "
+            "Client CPU is `time.process_time()` of the benchmark process across the stream "
+            "(the server is another process), so it includes llmchat's reader thread and any "
+            "background threads a client starts.",
+            "",
+            report,
+            "",
+            "Tokens/s and first chunk are mostly the server's (the same for every client); "
+            "the CPU columns are the client's own cost. With the server on the same 2 cores, "
+            "client CPU is time taken from generation.",
+        ]
+    )
+    write_section(BENCHMARKS_MD, TITLE, markdown)
+
+
+if __name__ == "__main__":
+    main()
