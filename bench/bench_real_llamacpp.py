@@ -166,9 +166,8 @@ def litellm_client(url: str, max_tokens: int) -> Callable[[Callable[[], None]], 
 
 
 def start_server() -> Any:
-    from tests.real.tiny_model import tiny_model_path
-
     from tests.real.server import LlamaServer, find_binary
+    from tests.real.tiny_model import tiny_model_path
 
     binary, why = find_binary()
     if binary is None:
