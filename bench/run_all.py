@@ -14,7 +14,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("bench_wire_json.py", "bench_normalize.py", "bench_import.py", "bench_request.py")
+SCRIPTS = (
+    "bench_wire_json.py",
+    "bench_normalize.py",
+    "bench_import.py",
+    "bench_request.py",
+    "bench_stream.py",
+)
 
 
 def main() -> int:
