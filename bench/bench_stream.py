@@ -437,7 +437,7 @@ def stamped_backend(url: str) -> Any:
     """An `OpenAICommon` whose Responses also stamp when the reader thread adds a chunk.
 
     Uses the documented `make_stream_response` override point; the stamp is one
-    `monotonic()` and an append per content chunk, taken before `_add_chunk`
+    `monotonic()` and an append per content chunk, taken before `_add_chunks`
     notifies the consumer. It splits the added latency into the reader's part
     and the hand-off to the consumer.
     """
@@ -449,10 +449,10 @@ def stamped_backend(url: str) -> Any:
             super().__init__(request)
             self.added_at: list[float] = []
 
-        def _add_chunk(self, chunk: Any) -> None:
-            if chunk.content:
-                self.added_at.append(time.monotonic())
-            super()._add_chunk(chunk)
+        def _add_chunks(self, chunks: Any) -> None:
+            now = time.monotonic()
+            self.added_at.extend(now for chunk in chunks if chunk.content)
+            super()._add_chunks(chunks)
 
     class Stamped(llmchat.OpenAICommon):
         def make_stream_response(self, request: Any) -> Response:

@@ -10,13 +10,14 @@ from .tools import ToolCall
 __all__ = ["Chunk"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs microseconds per frame
 class Chunk:
     """One event of a streamed completion.
 
     `content` is always a string (often empty); every optional field is None
     when the event did not carry it. A tool call never arrives in pieces: each
-    one lands whole on exactly one chunk.
+    one lands whole on exactly one chunk. Treat a Chunk as read-only: it is
+    shared by every iterator of its Response.
     """
 
     content: str

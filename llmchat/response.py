@@ -158,11 +158,11 @@ class Response:
             with self._cond:
                 while index >= len(self._chunks) and not self.is_done:
                     self._cond.wait()
-                if index >= len(self._chunks):
-                    return
-                chunk = self._chunks[index]
-            index += 1
-            yield chunk
+                batch = self._chunks[index:]  # everything that has arrived, in one lock
+            if not batch:
+                return
+            index += len(batch)
+            yield from batch
 
     def iter_text(self) -> Iterator[str]:
         """Yield only the non-empty content strings, as they arrive."""
@@ -235,14 +235,20 @@ class Response:
             self._refusal.append(text)
 
     def _add_chunk(self, chunk: Chunk) -> None:
+        self._add_chunks([chunk])
+
+    def _add_chunks(self, chunks: list[Chunk]) -> None:
+        """Publish chunks to every iterator: one lock and one wake-up for the lot."""
+        if not chunks:
+            return
         with self._cond:
             if self.is_done:
                 return
-            if self.timing.ttft_seconds is None and (
-                chunk.content or chunk.thinking or chunk.tool_calls
+            if self.timing.ttft_seconds is None and any(
+                chunk.content or chunk.thinking or chunk.tool_calls for chunk in chunks
             ):
                 self.timing.ttft_seconds = time.monotonic() - self._started
-            self._chunks.append(chunk)
+            self._chunks.extend(chunks)
             self._cond.notify_all()
 
     def _settle(

@@ -30,7 +30,7 @@ _COLON: Final = 0x3A
 _BOM: Final = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: frozen __init__ is slow per frame
 class SSEEvent:
     """One dispatched event, or one comment line.
 
@@ -65,6 +65,44 @@ class SSEDecoder:
         out: list[SSEEvent] = []
         if not data:
             return out
+        if self._skip_lf or self._first_line or b"\r" in data:
+            self._feed_lines(data, out)
+            return out
+        if self._open or self._partial:
+            # Finish the frame a previous read left open line by line, up to the
+            # first blank line; from there on the state is clean again.
+            end = data.find(b"\n\n")
+            if end < 0:
+                self._feed_lines(data, out)
+                return out
+            self._feed_lines(data[: end + 2], out)
+            data = data[end + 2 :]
+        self._feed_frames(data, out)
+        return out
+
+    def _feed_frames(self, data: bytes, out: list[SSEEvent]) -> None:
+        """The common case, at a frame boundary with LF line ends: split frames in C.
+
+        A frame that is one ``data: `` line becomes an event directly; any other
+        frame, and the unfinished tail, go through the line rules.
+        """
+        frames = data.split(b"\n\n")
+        tail = frames.pop()
+        for frame in frames:
+            if frame.startswith(b"data: ") and b"\n" not in frame:
+                try:
+                    out.append(SSEEvent(frame[6:].decode("utf-8")))
+                except UnicodeDecodeError:
+                    out.append(SSEEvent(undecodable=True))
+                continue
+            for line in frame.split(b"\n"):
+                self._line(line, out)
+            self._line(b"", out)
+        if tail:
+            self._feed_lines(tail, out)
+
+    def _feed_lines(self, data: bytes, out: list[SSEEvent]) -> None:
+        """Any bytes, line by line, with CR, LF and CRLF line ends across feeds."""
         start = 0
         if self._skip_lf and data[:1] == b"\n":
             start = 1
@@ -75,7 +113,7 @@ class SSEDecoder:
             lf = data.find(b"\n", start)
             if cr < 0 and lf < 0:
                 self._partial += data[start:]
-                return out
+                return
             end = lf if cr < 0 or (0 <= lf < cr) else cr
             if self._partial:
                 self._partial += data[start:end]
@@ -90,7 +128,6 @@ class SSEDecoder:
                     start += 1
                 elif start == length:
                     self._skip_lf = True
-        return out
 
     def flush(self) -> list[SSEEvent]:
         """At end of body: the event still open, if any, marked unterminated."""

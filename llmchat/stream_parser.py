@@ -22,6 +22,8 @@ from .tools import ToolCall, ToolCallAssembler
 __all__ = ["StreamParser"]
 
 DONE: Final = "[DONE]"
+_NO_USAGE: Final[dict[str, Any]] = {}
+_PLAIN_DELTA: Final = frozenset({"role", "content"})
 
 
 class StreamParser:
@@ -59,24 +61,22 @@ class StreamParser:
     def feed(self, event: SSEEvent) -> list[Chunk]:
         """Return the chunks `event` produces (often none)."""
         self.payload = None
-        if event.data is None:
+        data = event.data
+        if data is None or event.undecodable:
             if event.comment is not None:
                 self.comments += 1
             elif event.undecodable:
                 self.dropped += 1
             return []
-        if event.undecodable:
-            self.dropped += 1
-            return []
-        if event.data.strip() == DONE:
+        if len(data) < 16 and data.strip() == DONE:
             self.done = True
             return []
         try:
-            payload = json.loads(event.data)
+            payload = _parse_json(data)
         except ValueError:
             self.dropped += 1  # a garbage frame, or one cut off mid-JSON at end of body
             return []
-        if not isinstance(payload, dict):
+        if type(payload) is not dict:
             self.dropped += 1
             return []
         self.payload = payload
@@ -84,27 +84,72 @@ class StreamParser:
             return []
         return self._payload(payload)
 
+    # Frames come from json.loads, so exact `dict`/`list`/`str` checks are enough
+    # here, and much cheaper per frame than isinstance against Mapping.
+
     def _payload(self, payload: dict[str, Any]) -> list[Chunk]:
-        error = inband_error(payload.get("error"))
-        if error is not None:
-            self.error = self.error or error
+        plain = self._plain_content(payload)
+        if plain is not None:
+            if not plain:
+                return []
+            model = payload.get("model")
+            return [Chunk(plain, payload, False, model if type(model) is str else None)]
+        if payload.get("error"):
+            self.error = self.error or inband_error(payload["error"])
             return []
-        usage = usage_fields(payload)
-        choice = _first_choice(payload.get("choices"))
-        if self.finished or not isinstance(choice, Mapping):
+        usage = usage_fields(payload) if "usage" in payload else _NO_USAGE
+        choices = payload.get("choices")
+        if self.wire_finish_reason is not None or not choices or type(choices) is not list:
             return [self._usage_chunk(payload, usage)] if "usage" in usage else []
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("index", 0) != 0:
+            choice = _first_choice(choices)
+            if choice is None:
+                return [self._usage_chunk(payload, usage)] if "usage" in usage else []
         return self._choice(payload, choice, usage)
 
+    def _plain_content(self, payload: dict[str, Any]) -> str | None:
+        """The content of the most common frame, or None for anything else.
+
+        Most frames of a stream are one content delta with nothing else to look
+        at (no finish, usage, error, reasoning or tool calls); they skip the
+        general path below, which gives the same result for them.
+        """
+        if (
+            self.wire_finish_reason is not None
+            or self.kind != "chat"
+            or "usage" in payload
+            or "error" in payload
+        ):
+            return None
+        choices = payload.get("choices")
+        if type(choices) is not list or not choices:
+            return None
+        choice = choices[0]
+        if (
+            type(choice) is not dict
+            or choice.get("finish_reason") is not None
+            or "error" in choice
+            or choice.get("index", 0) != 0
+        ):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict or not delta.keys() <= _PLAIN_DELTA:
+            return None
+        content = delta.get("content")
+        if content is None:
+            return ""
+        return content if type(content) is str else None
+
     def _choice(
-        self, payload: dict[str, Any], choice: Mapping[str, Any], usage: dict[str, Any]
+        self, payload: dict[str, Any], choice: dict[str, Any], usage: dict[str, Any]
     ) -> list[Chunk]:
-        error = inband_error(choice.get("error"))
-        if error is not None:
-            self.error = self.error or error
+        if choice.get("error"):
+            self.error = self.error or inband_error(choice["error"])
         content, thinking, refusal = self._delta(choice)
         reason = choice.get("finish_reason")
         landed: list[ToolCall] = []
-        if not no_finish(reason):
+        if reason is not None and not no_finish(reason):
             self.wire_finish_reason = str(reason)
             landed = self.assembler.finish()
             self.finish_reason = (
@@ -112,44 +157,51 @@ class StreamParser:
             )
             if self.wire_finish_reason == "error" and self.error is None:
                 self.error = "The provider ended the stream with finish_reason 'error'"
-        if not (content or thinking or refusal or landed or self.finished or "usage" in usage):
+        final = self.wire_finish_reason is not None
+        if not (content or thinking or refusal or landed or final or "usage" in usage):
             return []
         model = payload.get("model")
         return [
             Chunk(
-                content=content,
-                raw=payload,
-                is_final=self.finished,
-                model=model if isinstance(model, str) else None,
-                finish_reason=self.finish_reason,
-                tool_calls=landed or None,
-                thinking=thinking or None,
-                refusal=refusal or None,
-                usage=usage.get("usage"),
-                cached_tokens=usage.get("cached_tokens"),
+                content,
+                payload,
+                final,
+                model if type(model) is str else None,
+                self.finish_reason,
+                landed or None,
+                None,
+                thinking or None,
+                refusal or None,
+                usage.get("usage"),
+                usage.get("cached_tokens"),
             )
         ]
 
-    def _delta(self, choice: Mapping[str, Any]) -> tuple[str, str, str]:
+    def _delta(self, choice: dict[str, Any]) -> tuple[str, str, str]:
         """`(content, thinking, refusal)` of one choice; tool-call fragments fed on."""
         if self.kind == "text":
             text = choice.get("text")
-            return (text if isinstance(text, str) else ""), "", ""
+            return (text if type(text) is str else ""), "", ""
         delta = choice.get("delta")
-        if not isinstance(delta, Mapping):
+        if type(delta) is not dict:
             return "", "", ""
-        content, thinking = _content_and_thinking(delta.get("content"))
-        for key in ("reasoning_content", "reasoning"):
-            value = delta.get(key)
-            if isinstance(value, str) and value:
-                thinking += value
-                break
-        refusal = delta.get("refusal")
-        fragments = delta.get("tool_calls")
-        if isinstance(fragments, list) and fragments:
-            self.saw_tool_calls = True
-            self.assembler.feed(fragments)
-        return content, thinking, refusal if isinstance(refusal, str) else ""
+        content = delta.get("content")
+        thinking = ""
+        if type(content) is not str:
+            content, thinking = _content_and_thinking(content)
+        if not delta.keys() <= _PLAIN_DELTA:  # reasoning, refusal or tool calls too
+            for key in ("reasoning_content", "reasoning"):
+                value = delta.get(key)
+                if type(value) is str and value:
+                    thinking += value
+                    break
+            fragments = delta.get("tool_calls")
+            if type(fragments) is list and fragments:
+                self.saw_tool_calls = True
+                self.assembler.feed(fragments)
+            refusal = delta.get("refusal")
+            return content, thinking, refusal if type(refusal) is str else ""
+        return content, thinking, ""
 
     @staticmethod
     def _usage_chunk(payload: dict[str, Any], usage: dict[str, Any]) -> Chunk:
@@ -157,10 +209,24 @@ class StreamParser:
         return Chunk(
             content="",
             raw=payload,
-            model=model if isinstance(model, str) else None,
+            model=model if type(model) is str else None,
             usage=usage.get("usage"),
             cached_tokens=usage.get("cached_tokens"),
         )
+
+
+def _parse_json(text: str) -> Any:
+    """`json.loads` without its two whitespace regex passes in the common case."""
+    try:
+        value, end = _raw_decode(text)
+    except ValueError:
+        return json.loads(text)  # leading whitespace, or really not JSON: loads decides
+    if end != len(text) and text[end:].strip():
+        raise ValueError(f"extra data after the JSON value at {end}")
+    return value
+
+
+_raw_decode = json.JSONDecoder().raw_decode
 
 
 def _first_choice(choices: Any) -> Mapping[str, Any] | None:

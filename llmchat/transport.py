@@ -157,7 +157,9 @@ class Exchange:
             response = self._response
         for sock in sockets:
             _shutdown(sock)
-        if response is not None:
+        if response is not None and not sockets:
+            # Only without a tracked socket (a caller's own session): closing waits
+            # for the reader to leave recv(), which a shutdown makes it do anyway.
             _close_quietly(response)
 
     def arm_deadline(self, seconds: float | None) -> None:

@@ -661,42 +661,56 @@ class OpenAICommon:
         exchange: Exchange,
         wirelog: WireLog,
     ) -> str:
-        """Feed body bytes through the stages until ``[DONE]`` or the end of the body."""
+        """Feed body bytes through the stages until ``[DONE]`` or the end of the body.
+
+        The chunks of one read are published together: one lock and one
+        wake-up per read rather than per frame.
+        """
         decoder = SSEDecoder()
         for data in iter_bytes(http):
             wirelog.first_byte()
             response.last_activity_at = time.monotonic()
+            chunks: list[Chunk] = []
             for event in decoder.feed(data):
-                self._apply_event(event, response, parser, exchange)
+                chunks += self._apply_event(event, response, parser, exchange)
+            response._add_chunks(chunks)
             if parser.done:
                 return "done"
+        chunks = []
         for event in decoder.flush():
-            self._apply_event(event, response, parser, exchange)
+            chunks += self._apply_event(event, response, parser, exchange)
+        response._add_chunks(chunks)
         return "done" if parser.done else "eof"
 
     def _apply_event(
         self, event: SSEEvent, response: Response, parser: StreamParser, exchange: Exchange
-    ) -> None:
-        finished_before = parser.finished
+    ) -> list[Chunk]:
+        """One event's effect on the Response's aggregates; returns its chunks to publish."""
+        finished_before = parser.wire_finish_reason is not None
         chunks = parser.feed(event)
-        response.dropped_frames = parser.dropped
         payload = parser.payload
-        if payload is not None and ("usage" in payload or response.model is None):
+        if payload is None:
+            response.dropped_frames = parser.dropped
+            return chunks
+        if "usage" in payload or response.model is None:
             self._lift_usage(response, payload)
+        if response.id is None and type(payload.get("id")) is str:
+            response.id = payload["id"]
         for chunk in chunks:
-            response._add_text(chunk.content)
-            response._add_reasoning(chunk.thinking or "")
-            response._add_refusal(chunk.refusal or "")
+            if chunk.content:
+                response._add_text(chunk.content)
+            if chunk.thinking:
+                response._add_reasoning(chunk.thinking)
+            if chunk.refusal:
+                response._add_refusal(chunk.refusal)
             if chunk.tool_calls:
                 response.tool_calls.extend(chunk.tool_calls)
-            if response.id is None and payload is not None and isinstance(payload.get("id"), str):
-                response.id = payload["id"]
-            response._add_chunk(chunk)
-        if parser.finished and not finished_before:
+        if not finished_before and parser.wire_finish_reason is not None:
             # Recorded, not acted on: read on for the usage frame, but not forever.
             response.finish_reason = parser.wire_finish_reason
             response.provider_finish_reason = parser.wire_finish_reason
             exchange.schedule_abort(self.timeouts.finish_grace, "grace")
+        return chunks
 
     def _stream_failure(
         self,
