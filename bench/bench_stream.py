@@ -1444,28 +1444,15 @@ def main(argv: list[str] | None = None) -> int:
             else f"the server saw it go after {prefill_openai['server_us']:,.0f} µs."
         ),
     ]
-    mid = trials["mid"]
-    fin_first = statistics.median(
-        [t.server_us for t in mid if t.server_us is not None] or [math.inf]
-    ) < statistics.median([t.call_us for t in mid])
     markdown += [
         "",
         f"Where `cancel()`'s own time goes (cProfile of 20 mid-stream cancels, "
         f"{cancel_profile['call_us']:,.0f} µs per call under the profiler): "
         f"`socket.shutdown` {cancel_profile['shutdown']:.0%}, closing the `requests` "
-        f"response {cancel_profile['close']:.0%} (`BufferedReader.close()` alone "
-        f"{cancel_profile['buffered']:.0%}): closing the buffered socket file waits for "
-        "the buffer lock the reader thread holds while it is inside `recv_into`, so the "
-        "call returns only once the reader, woken by the shutdown, has left its read. "
-        + (
-            "The server has usually seen the FIN before `cancel()` returns (compare the "
-            "medians), so this wait delays the caller, not the server. "
-            if fin_first
-            else ""
-        )
-        + "The reader thread closes the response itself on its way out, so `cancel()` "
-        "could leave that to it and return right after the shutdown. In prefill there "
-        "is no response to close yet, which is why that `cancel()` is quicker.",
+        f"response {cancel_profile['close']:.0%}. `cancel()` settles the Response, then "
+        "only shuts the registered socket down; the reader thread, woken out of `recv` by "
+        "the shutdown, closes the response on its way out. (Closing it from `cancel()` "
+        "would wait for the buffer lock the reader holds inside `recv_into`.)",
     ]
     if split_rows:
         markdown += [
@@ -1489,7 +1476,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(5 streams): it blocked in `Condition.wait` {consumer['waits']:,.0f} times "
             f"per stream of {consumer['chunks']:,.0f} chunks and spent "
             f"{consumer['cpu_us']:.2f} µs of its own CPU per chunk (`Response.__iter__` "
-            "takes the Response's lock once per chunk).",
+            "takes the Response's lock once per batch of arrived chunks).",
             "",
             "**Findings.** Nearly all of llmchat's time per frame is the reader thread's "
             "Python work: decode + `_apply_event` alone, in one thread with no I/O, costs "
@@ -1504,31 +1491,20 @@ def main(argv: list[str] | None = None) -> int:
             "`r.wait()` row, which skips the consumer, measured "
             f"{count / seconds['llmchat wait']:,.0f} frames/s against "
             f"{count / seconds['llmchat']:,.0f} iterating.) About "
-            f"{counts['calls']:.0f} Python-level calls per frame (profiled), where the "
-            "floor makes a handful:",
+            f"{counts['calls']:.0f} Python-level calls per frame (profiled).",
             "",
-            f"- SSE framing walks lines: every frame is two lines (`data: …` and the blank "
-            f"line), each through `SSEDecoder._line` ({counts['line']:.0f} per frame); the "
-            "data line is decoded to `str`, partitioned on `:` and appended to a list, then "
-            "`_dispatch` joins the list and builds an `SSEEvent`. The floor splits a "
-            "whole read on `\\n\\n` in C and hands the bytes to `json.loads`. A fast "
-            "path for a read made only of complete single-line `data:` frames would skip "
-            "most of it.",
-            f"- The frame parser makes {counts['isinstance']:.0f} `isinstance` calls per "
-            f"frame, {counts['abc']:.0f} of them against `collections.abc.Mapping` (each an "
-            "`abc.__instancecheck__` call in Python: a `type(x) is dict` test first would "
-            f"skip it); it runs `usage_fields` on every frame ({counts['usage_fields']:.0f} per "
-            "frame, a new dict each time) though only the last frame carries usage; it reads "
-            f"the `finished` property {counts['finished']:.0f} times per frame.",
-            '- `_apply_event` calls `_add_text`, `_add_reasoning("")` and '
-            '`_add_refusal("")` for every chunk, and `_add_chunk` takes the Response\'s '
-            f"`Condition` and calls `notify_all()` per chunk ({counts['threading']:.0f} "
-            "Python-level calls into `threading.py` per frame) even when no consumer is "
-            "waiting; adding all the chunks of one read under one lock with one notify "
-            f"would cut that to once per read (one per {1 / counts['reads']:.0f} frames "
-            "here). Each `Chunk` also "
-            "keeps its parsed `raw` dict and the Response keeps every chunk, so a stream's "
-            "parsed JSON lives as long as its Response.",
+            "How the pipeline keeps per-frame work small: the SSE decoder splits each read "
+            "into frames in C and turns a single-line `data:` frame into an event "
+            "directly (other frames go through the line rules); the frame parser has a fast "
+            "path for the common frame — one plain content delta, nothing else — and uses "
+            "exact `dict`/`list`/`str` checks on `json.loads` output; the chunks of one "
+            "read are published under one lock with one wake-up, and each iterator takes "
+            "everything that has arrived in one lock. What remains above the floor is "
+            "mostly the hand-off itself: the floor parses in the consumer's own thread, "
+            "llmchat in a reader thread that owns the exchange (so the Response settles "
+            "even when nobody iterates), and the two share the GIL. Each `Chunk` keeps its "
+            "parsed `raw` dict and the Response keeps every chunk (nothing is lost to a "
+            "second reader), so a stream's parsed JSON lives as long as its Response.",
         ]
     if others:
         markdown += ["", f"Threads left running: {', '.join(others)}."]
