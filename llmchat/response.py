@@ -59,6 +59,7 @@ class Response:
         self._refusal: list[str] = []
         self._chunks: list[Chunk] = []
         self._aborter: Callable[[], None] | None = None
+        self._cancel_hooks: list[Callable[[], None]] = []
         self._started = time.monotonic()
 
         self.tool_calls: list[ToolCall] = []
@@ -184,7 +185,10 @@ class Response:
                 return
             self._settle_locked(cancelled=True, err="Cancelled by user")
             aborter, self._aborter = self._aborter, None
+            hooks, self._cancel_hooks = self._cancel_hooks, []
         _run_aborter(aborter)
+        for hook in hooks:
+            _run_aborter(hook)
 
     def __enter__(self) -> Response:
         return self
@@ -221,6 +225,17 @@ class Response:
                 return
         if self.is_cancelled:
             _run_aborter(aborter)
+
+    def _add_cancel_hook(self, hook: Callable[[], None]) -> None:
+        """Run `hook` after a cancel tears the transport down (a provider's abort call).
+
+        It runs in the cancelling thread, after the Response is settled; it must
+        return quickly (start a thread for network work) and its errors are
+        logged and swallowed. Dropped when the Response settles any other way.
+        """
+        with self._cond:
+            if not self.is_done:
+                self._cancel_hooks.append(hook)
 
     def _add_text(self, text: str) -> None:
         if text:
@@ -264,6 +279,7 @@ class Response:
                 return False
             self._settle_locked(error_class=error_class, err=err, error_status=error_status)
             self._aborter = None
+            self._cancel_hooks = []
             return True
 
     def _settle_locked(

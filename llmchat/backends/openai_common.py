@@ -795,38 +795,57 @@ class OpenAICommon:
 
         Never raises, and never takes longer than the probe timeout in total,
         even against a server that accepts and never answers, or trickles.
+        A shared internal for a subclass's own probe.
         """
-        limit = self.timeouts.probe
+        return self._request_json("GET", self._server_root() + path, label=f"GET {path}")
+
+    def _request_json(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None = None,
+        *,
+        label: str,
+        limit: float | None = None,
+    ) -> tuple[Any, str | None]:
+        """One bounded side request answering JSON: `(payload, None)` or `(None, note)`.
+
+        Sent with the backend's headers; bounded in total by `limit` (default:
+        the probe timeout); never raises. For a subclass's own calls beside the
+        completion (a cost lookup, an abort).
+        """
+        limit = self.timeouts.probe if limit is None else limit
         exchange = Exchange()
         exchange.arm_deadline(limit)
-        headers = {k: v for k, v in self._get_api_headers().items() if k != "Content-Type"}
-        url = self._server_root() + path
+        headers = self._get_api_headers()
+        if data is None:
+            headers = {k: v for k, v in headers.items() if k != "Content-Type"}
         http = None
         try:
             http = self._transport.open(
-                "GET",
+                method,
                 url,
                 headers,
-                None,
+                data,
                 exchange,
                 connect_timeout=_min_limit(self.timeouts.connect, limit),
                 read_timeout=limit,
             )
-            data = b"".join(iter_bytes(http))
+            body = b"".join(iter_bytes(http))
         except Exception as exc:
             _, message = classify_exception(
                 exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
             )
-            return None, f"GET {path} failed: {message}"
+            return None, f"{label} failed: {message}"
         finally:
             exchange.finish()
             if http is not None:
                 http.close()
         if http.status_code != 200:
-            return None, f"GET {path} answered HTTP {http.status_code}"
-        payload = parse_json(decode_body(data))
+            return None, f"{label} answered HTTP {http.status_code}"
+        payload = parse_json(decode_body(body))
         if not isinstance(payload, Mapping):
-            return None, f"GET {path} did not answer a JSON object"
+            return None, f"{label} did not answer a JSON object"
         return payload, None
 
     def close(self) -> None:
