@@ -6,13 +6,15 @@ only that one, so running a single script never erases the others' figures.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
 import re
+import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,42 @@ def write_section(path: Path | str, title: str, markdown: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+blocked: list[str] = []
+"""Every refused connect or lookup, for the scripts to assert on."""
+"""Every non-loopback connect or name lookup attempted during the run (refused)."""
+
+
+@contextlib.contextmanager
+def loopback_only() -> Iterator[None]:
+    """Refuse (and record) any connect or DNS lookup that is not to the loopback host.
+
+    The env vars `_report` sets keep litellm from fetching its cost map; this
+    makes sure nothing else reaches the network either. Pooled connections
+    neither connect nor resolve, so the wrappers cost nothing in the timed loops.
+    """
+    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def check(host: Any, what: str) -> None:
+        if str(host) not in _LOOPBACK:
+            blocked.append(f"{what} {host}")
+            raise OSError(f"benchmark: network access refused ({what} {host})")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            check(address[0], "connect")
+        real_connect(self, address)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        check(host, "getaddrinfo")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.getaddrinfo = getaddrinfo
+    try:
+        yield
+    finally:
+        socket.socket.connect = real_connect  # type: ignore[method-assign]
+        socket.getaddrinfo = real_getaddrinfo

@@ -18,11 +18,10 @@ import contextlib
 import cProfile
 import json
 import pstats
-import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,9 @@ from _report import (
     NOT_INSTALLED,
     best_of,
     best_of_interleaved,
+    blocked,
     calls_for,
+    loopback_only,
     stamp,
     table,
     write_section,
@@ -51,43 +52,6 @@ PROFILE_CALLS = 300
 
 
 # -- nothing leaves the machine ---------------------------------------------------
-
-_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
-blocked: list[str] = []
-"""Every non-loopback connect or name lookup attempted during the run (refused)."""
-
-
-@contextlib.contextmanager
-def loopback_only() -> Iterator[None]:
-    """Refuse (and record) any connect or DNS lookup that is not to the loopback host.
-
-    The env vars `_report` sets keep litellm from fetching its cost map; this
-    makes sure nothing else reaches the network either. Pooled connections
-    neither connect nor resolve, so the wrappers cost nothing in the timed loops.
-    """
-    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
-
-    def check(host: Any, what: str) -> None:
-        if str(host) not in _LOOPBACK:
-            blocked.append(f"{what} {host}")
-            raise OSError(f"bench_request: network access refused ({what} {host})")
-
-    def connect(self: socket.socket, address: Any) -> None:
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            check(address[0], "connect")
-        real_connect(self, address)
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        check(host, "getaddrinfo")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.getaddrinfo = getaddrinfo
-    try:
-        yield
-    finally:
-        socket.socket.connect = real_connect  # type: ignore[method-assign]
-        socket.getaddrinfo = real_getaddrinfo
 
 
 # -- the contenders ---------------------------------------------------------------
