@@ -6,6 +6,7 @@ This module only re-exports the public names; each lives in its own module.
 from __future__ import annotations
 
 from . import wire_json
+from .backends.koboldcpp import KoboldCpp
 from .backends.openai_common import OpenAICommon
 from .chunk import Chunk
 from .errors import LLMChatError
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Chunk",
+    "KoboldCpp",
     "LLMChatError",
     "Message",
     "OpenAICommon",

@@ -28,6 +28,7 @@ __all__ = [
 SUCCESS_REASONS: Final = frozenset({"stop", "tool_calls", "function_call"})
 ERR_LENGTH: Final = "Hit max tokens"
 ERR_FILTER: Final = "Blocked by content filter"
+ERR_PROVIDER: Final = "The provider ended the completion with finish_reason 'error'"
 
 
 @dataclass(slots=True)
@@ -63,6 +64,8 @@ def judge_finish(reason: str | None) -> tuple[str | None, str | None]:
         return "response", ERR_LENGTH
     if reason == "content_filter":
         return "response", ERR_FILTER
+    if reason == "error":  # an upstream failure with no error object to quote
+        return "response", ERR_PROVIDER
     return "response", f"Unknown finish reason: {reason}"
 
 

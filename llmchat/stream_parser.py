@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .chunk import Chunk
-from .completion import inband_error, no_finish, usage_fields
+from .completion import ERR_PROVIDER, inband_error, no_finish, usage_fields
 from .sse import SSEEvent
 from .tools import ToolCall, ToolCallAssembler
 
@@ -156,7 +156,7 @@ class StreamParser:
                 "tool_calls" if landed and self.wire_finish_reason == "stop" else str(reason)
             )
             if self.wire_finish_reason == "error" and self.error is None:
-                self.error = "The provider ended the stream with finish_reason 'error'"
+                self.error = ERR_PROVIDER
         final = self.wire_finish_reason is not None
         if not (content or thinking or refusal or landed or final or "usage" in usage):
             return []

@@ -17,6 +17,7 @@ EXPECTED = {
     "probe_llamacpp.py": b"4096 tokens per slot, 2 slots",
     "stream_chat.py": b"[stop; ",
     "cancel_stream.py": b"is_cancelled=True err='Cancelled by user' error_class=None",
+    "koboldcpp_json_schema.py": b"fields in order: evidence, verdict",
 }
 
 

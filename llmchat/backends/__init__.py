@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .koboldcpp import KoboldCpp
 from .openai_common import OpenAICommon
 
-__all__ = ["OpenAICommon"]
+__all__ = ["KoboldCpp", "OpenAICommon"]
