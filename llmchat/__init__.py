@@ -8,6 +8,7 @@ from __future__ import annotations
 from . import wire_json
 from .backends.koboldcpp import KoboldCpp
 from .backends.openai_common import OpenAICommon
+from .backends.openrouter import OpenRouter
 from .chunk import Chunk
 from .errors import LLMChatError
 from .messages import Message, normalize_messages
@@ -23,6 +24,7 @@ __all__ = [
     "LLMChatError",
     "Message",
     "OpenAICommon",
+    "OpenRouter",
     "Response",
     "Settings",
     "ToolCall",

@@ -18,6 +18,7 @@ EXPECTED = {
     "stream_chat.py": b"[stop; ",
     "cancel_stream.py": b"is_cancelled=True err='Cancelled by user' error_class=None",
     "koboldcpp_json_schema.py": b"fields in order: evidence, verdict",
+    "openrouter_chat.py": b"cost: 0.000021 credits; provider: Loopback",
 }
 
 
@@ -27,7 +28,12 @@ def test_every_example_has_an_expectation() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(path: object) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCHAT_")}
+    # Without these the examples use their embedded servers, never the real services.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LLMCHAT_") and k != "OPENROUTER_API_KEY"
+    }
     result = subprocess.run(
         [sys.executable, str(path)], capture_output=True, check=False, env=env, timeout=60
     )
