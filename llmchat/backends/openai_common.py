@@ -626,19 +626,21 @@ class OpenAICommon:
         wirelog.request(request.method, request.url, request.headers, request.data)
         parser = StreamParser(kind)
         http = None
+        ending: str | None = None
         try:
             http = self._transport.open(
                 request.method, request.url, request.headers, request.data, exchange
             )
             wirelog.response(http.status_code, http.headers)
-            if not _is_event_stream(http):
+            if _is_event_stream(http):
+                ending = self._pump(http, response, parser, exchange, wirelog)
+            else:
                 # An error status, or a server that ignored "stream": a whole body.
                 data = self._read_all(http, wirelog)
                 self._complete_blocking(
                     response, http.status_code, data, kind, self._on_stream_complete
                 )
-                return
-            ending = self._pump(http, response, parser, exchange, wirelog)
+                ending = None  # settled there
         except Exception as exc:
             ending = self._stream_failure(exc, response, parser, exchange, http is not None)
         finally:
