@@ -43,6 +43,7 @@ class KoboldCpp(OpenAICommon):
         "json_schema": "json_schema",  # native, grammar-enforced (not response_format)
     }
     probe_source: ClassVar[str] = "koboldcpp"
+    tokenize_route: ClassVar[tuple[str, str]] = ("/api/extra/tokencount", "prompt")
     abort_path: ClassVar[str] = "/api/extra/abort"
     limits_path: ClassVar[str] = "/api/extra/true_max_context_length"
 

@@ -119,6 +119,9 @@ class OpenAICommon:
     text_path: ClassVar[str] = "/completions"
     probe_source: ClassVar[str] = "llama.cpp"
     """The `source` that `probe_server_limits()` reports."""
+    tokenize_route: ClassVar[tuple[str, str]] = ("/tokenize", "content")
+    """The server's tokenizer: path at the server root and the JSON text field
+    (`llmchat.tokens.TokenCounter` uses it when given a backend)."""
 
     def __init__(
         self,
