@@ -19,6 +19,7 @@ EXPECTED = {
     "cancel_stream.py": b"is_cancelled=True err='Cancelled by user' error_class=None",
     "koboldcpp_json_schema.py": b"fields in order: evidence, verdict",
     "openrouter_chat.py": b"cost: 0.000021 credits; provider: Loopback",
+    "text_completion_llama3.py": b"answer: Paris is the capital of France.",
 }
 
 
