@@ -447,3 +447,10 @@ def test_wire_log_has_replayable_bytes_and_timings(
     assert body_lines[0].split(" >>> body ", 1)[1].encode() == server.requests[0].body
     assert "<<< 200 +" in text and "first body byte +" in text
     assert "'Authorization': '[redacted]'" in text and KEY not in text
+
+
+def test_retry_after_is_kept_on_the_response(server: ScriptedServer) -> None:
+    server.push(Reply.error(429, "slow down", headers={"Retry-After": "7"}))
+    response = backend(server).chat_completion(HI)
+    assert (response.error_status, response.retry_after) == (429, "7")
+    assert backend(server).chat_completion(HI).retry_after is None

@@ -465,6 +465,7 @@ class OpenAICommon:
                 request.method, request.url, request.headers, request.data, exchange
             )
             wirelog.response(http.status_code, http.headers)
+            response.retry_after = http.headers.get("Retry-After")
             data = self._read_all(http, wirelog)
         except Exception as exc:
             if exchange.aborted != "cancel":
@@ -635,6 +636,7 @@ class OpenAICommon:
                 request.method, request.url, request.headers, request.data, exchange
             )
             wirelog.response(http.status_code, http.headers)
+            response.retry_after = http.headers.get("Retry-After")
             if _is_event_stream(http):
                 ending = self._pump(http, response, parser, exchange, wirelog)
             else:
