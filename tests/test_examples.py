@@ -20,6 +20,7 @@ EXPECTED = {
     "koboldcpp_json_schema.py": b"fields in order: evidence, verdict",
     "openrouter_chat.py": b"cost: 0.000021 credits; provider: Loopback",
     "text_completion_llama3.py": b"answer: Paris is the capital of France.",
+    "tool_loop.py": "final: It is 18°C in Paris.".encode(),
 }
 
 
