@@ -110,6 +110,8 @@ class Response:
         success and on cancel."""
         self.error_status: int | None = None
         """The HTTP status of an ``http`` failure; None otherwise."""
+        self.parsed: Any = None
+        """What `llmchat.retry.Inference`'s parser made of the answer; None otherwise."""
         self.retry_after: str | None = None
         """The server's ``Retry-After`` header as sent (seconds or an HTTP date);
         None when it sent none. `llmchat.retry` honours it."""

@@ -21,6 +21,7 @@ EXPECTED = {
     "openrouter_chat.py": b"cost: 0.000021 credits; provider: Loopback",
     "text_completion_llama3.py": b"answer: Paris is the capital of France.",
     "tool_loop.py": "final: It is 18°C in Paris.".encode(),
+    "fallback_chain.py": b"answer: Paris. (from loopback)",
 }
 
 

@@ -1,0 +1,482 @@
+"""Retries and fallback chains: one request, several backends, bounded effort.
+
+`Inference` runs a chat completion against a list of backends in order. Each
+failed attempt is sorted into one of three buckets by `classify`:
+
+``abort``
+    a caller mistake the next backend would repeat (HTTP 400/401/402/403/404):
+    stop at once and raise `Exhausted`.
+``retry-same``
+    a transient fault (HTTP 5xx, a connection failure, anything unknown): sleep
+    `backoff(n)` (or the server's ``Retry-After``) and try the same backend
+    again, up to `max_retries` times, then move on.
+``advance``
+    this backend cannot help now (HTTP 429, a timeout, an unusable answer, a
+    parser failure): move to the next backend.
+
+When every backend is used up, `run` raises `TimedOut` if the last failure was
+a timeout, `Truncated` if it was a ``length`` finish, else `Exhausted`. Every
+attempt is kept on the exception's `attempts` (and passed to `on_attempt`), and
+`cancel()` from any thread stops the run promptly with `Cancelled`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Final, Literal
+
+from .errors import InvalidArgumentError, InvalidTypeError, LLMChatError
+from .response import Response
+
+__all__ = [
+    "MAX_BACKOFF",
+    "MAX_RETRY_AFTER",
+    "Attempt",
+    "Cancelled",
+    "Exhausted",
+    "Inference",
+    "TimedOut",
+    "Truncated",
+    "backoff",
+    "classify",
+]
+
+log = logging.getLogger("llmchat")
+
+Decision = Literal["abort", "retry-same", "advance"]
+
+MAX_BACKOFF: Final = 30.0
+"""The longest computed backoff, in seconds."""
+MAX_RETRY_AFTER: Final = 60.0
+"""The longest sleep a server's ``Retry-After`` can ask for, in seconds."""
+_ABORT_STATUSES: Final = frozenset({400, 401, 402, 403, 404})
+
+
+def classify(error_class: str | None, error_status: int | None, parser_failed: bool = False) -> str:
+    """Return ``"abort"``, ``"retry-same"`` or ``"advance"`` for one failed attempt."""
+    if parser_failed:
+        return "advance"
+    if error_class == "http":
+        if error_status in _ABORT_STATUSES:
+            return "abort"
+        if error_status == 429:
+            return "advance"
+        if error_status is not None and 500 <= error_status <= 599:
+            return "retry-same"
+        return "advance"
+    if error_class == "timeout":
+        return "advance"
+    if error_class == "connection":
+        return "retry-same"
+    if error_class == "response":
+        return "advance"
+    return "retry-same"
+
+
+def _parse_retry_after(value: Any) -> float | None:
+    """Seconds asked for by a ``Retry-After`` value (delta-seconds or HTTP date); None if bad."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            seconds = float(text)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(text)
+            except (TypeError, ValueError, IndexError, OverflowError):
+                return None
+            if when is None:
+                return None
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+            seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    else:
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def backoff(attempt: int, retry_after: str | float | None = None) -> float:
+    """Seconds to sleep before retry number `attempt` (1-based).
+
+    ``min(2 ** (attempt - 1) + uniform(0, 0.5), 30)``, unless `retry_after`
+    (a ``Retry-After`` header: delta-seconds or an HTTP date) parses; then that,
+    floored at 0 and capped at `MAX_RETRY_AFTER`. An unparseable value is ignored.
+    """
+    asked = _parse_retry_after(retry_after)
+    if asked is not None:
+        return asked
+    exponent = min(max(attempt, 1) - 1, 16)  # 2**16 is far past the cap already
+    return min(2.0**exponent + random.uniform(0, 0.5), MAX_BACKOFF)
+
+
+def _sleep(seconds: float, cancel_event: threading.Event) -> bool:
+    """Sleep up to `seconds`; wake at once when `cancel_event` is set. True if cancelled."""
+    if seconds <= 0:
+        return cancel_event.is_set()
+    return cancel_event.wait(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of an `Inference` run. Never holds a credential: `message` is `Response.err`."""
+
+    number: int
+    """1-based, counted over the whole run."""
+    backend_index: int
+    """Position of the backend in `Inference.backends`."""
+    model: str | None
+    error_class: str | None
+    """None on success; ``"timeout"`` for an Inference per-attempt timeout;
+    ``"parser"`` when the parser raised."""
+    error_status: int | None
+    message: str | None
+    latency_seconds: float
+    success: bool
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    decision: str | None = None
+    """What the failure led to (`classify`'s bucket); None on success or cancel."""
+
+    def describe(self) -> str:
+        """One readable line for this attempt."""
+        where = f"backend {self.backend_index}"
+        if self.model:
+            where += f" ({self.model})"
+        if self.success:
+            outcome = "ok"
+        else:
+            outcome = self.error_class or "failed"
+            if self.error_status is not None:
+                outcome += f" {self.error_status}"
+            if self.message:
+                outcome += f": {self.message}"
+        line = f"#{self.number} {where}: {outcome} [{self.latency_seconds:.2f} s]"
+        if self.decision:
+            line += f" -> {self.decision}"
+        return line
+
+
+class Exhausted(LLMChatError):
+    """No backend produced a usable answer; `attempts` lists every attempt made."""
+
+    def __init__(self, attempts: Sequence[Attempt], message: str | None = None) -> None:
+        self.attempts: list[Attempt] = list(attempts)
+        head = message or f"all {len(self.attempts)} attempt(s) failed"
+        lines = [head, *("  " + a.describe() for a in self.attempts)]
+        super().__init__("\n".join(lines))
+
+
+class Truncated(Exhausted):
+    """Exhausted, and the last failure was a ``length`` finish; the partial answer is kept."""
+
+    def __init__(
+        self,
+        attempts: Sequence[Attempt],
+        message: str | None = None,
+        *,
+        partial_text: str = "",
+        usage: Mapping[str, Any] | None = None,
+        completion_tokens: int | None = None,
+    ) -> None:
+        super().__init__(attempts, message or "the answer was cut off (finish_reason 'length')")
+        self.partial_text = partial_text
+        """The text of the last (truncated) answer."""
+        self.usage = usage
+        """The raw usage block of the last answer; None when none came."""
+        self.completion_tokens = completion_tokens
+
+
+class TimedOut(Exhausted):
+    """Exhausted, and the last failure was a timeout (per attempt or the transport's)."""
+
+
+class Cancelled(LLMChatError):
+    """`Inference.cancel()` stopped the run; `attempts` lists the attempts made so far."""
+
+    def __init__(self, attempts: Sequence[Attempt] = ()) -> None:
+        self.attempts: list[Attempt] = list(attempts)
+        super().__init__(f"cancelled after {len(self.attempts)} attempt(s)")
+
+
+class _Outcome:
+    """What one attempt produced, internally."""
+
+    __slots__ = ("cancelled", "parsed", "parser_failed", "response", "timed_out")
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+        self.timed_out = False
+        self.cancelled = False
+        self.parser_failed: str | None = None
+        self.parsed: Any = None
+
+
+class Inference:
+    """Run a completion over a fallback chain of backends, with retries and a per-attempt timeout.
+
+        inference = Inference([local, OpenRouter(model="...")], timeout=60)
+        r = inference.run([{"role": "user", "content": "Hi"}])
+        print(r.msg)
+
+    `max_retries` is how many extra attempts a backend gets after ``retry-same``
+    failures. `timeout` (seconds, or None for none) bounds each attempt: past it
+    the generation is cancelled and the attempt counts as a ``timeout``.
+    `parser(response)` turns a successful Response into a value (set on
+    `response.parsed`); if it raises, the attempt fails and the next backend is
+    tried. `on_attempt(attempt)` is called after every attempt; its exceptions
+    are logged and swallowed. One run at a time per instance.
+    """
+
+    def __init__(
+        self,
+        backends: Sequence[Any],
+        max_retries: int = 3,
+        timeout: float | None = 120.0,
+        parser: Callable[[Response], Any] | None = None,
+        on_attempt: Callable[[Attempt], Any] | None = None,
+    ) -> None:
+        if isinstance(backends, (str, bytes)) or not isinstance(backends, Sequence):
+            raise InvalidTypeError("backends must be a list of backends")
+        if not backends:
+            raise InvalidArgumentError("backends must hold at least one backend")
+        for i, backend in enumerate(backends):
+            if not callable(getattr(backend, "chat_completion_stream", None)):
+                raise InvalidTypeError(
+                    f"backends[{i}] has no chat_completion_stream(); got {type(backend).__name__}"
+                )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int):
+            raise InvalidTypeError(f"max_retries must be an int, got {max_retries!r}")
+        if max_retries < 0:
+            raise InvalidArgumentError(f"max_retries must be >= 0, got {max_retries}")
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise InvalidTypeError(f"timeout must be a number of seconds or None: {timeout!r}")
+            if not (math.isfinite(timeout) and timeout > 0):
+                raise InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if parser is not None and not callable(parser):
+            raise InvalidTypeError("parser must be a callable taking a Response, or None")
+        if on_attempt is not None and not callable(on_attempt):
+            raise InvalidTypeError("on_attempt must be a callable taking an Attempt, or None")
+        self.backends = list(backends)
+        self.max_retries = max_retries
+        self.timeout = None if timeout is None else float(timeout)
+        self.parser = parser
+        self.on_attempt = on_attempt
+        self._lock = threading.Lock()
+        self._cancel_event = threading.Event()
+        self._live: Response | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Inference({len(self.backends)} backends, max_retries={self.max_retries}, "
+            f"timeout={self.timeout})"
+        )
+
+    # -- public -------------------------------------------------------------
+
+    def run(
+        self,
+        messages: Any,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        settings: Any = None,
+    ) -> Response:
+        """Return the first successful (and parsed) Response; raise when none comes.
+
+        Raises `Exhausted` (or `Truncated` / `TimedOut`) with every attempt,
+        or `Cancelled` after `cancel()`.
+        """
+        return self._run(messages, tools, settings, stream=False)
+
+    def run_stream(
+        self,
+        messages: Any,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        settings: Any = None,
+    ) -> Response:
+        """Like `run`, but return the live Response as soon as content starts.
+
+        Fail-over happens only before the first content, reasoning or tool-call
+        chunk (`timeout` bounds the wait for it). Once content has started the
+        Response is returned as is, still streaming: a later failure is a state
+        of that Response, not retried. The parser is not used (it needs a
+        finished answer); a parser on the Inference raises `ValueError` here.
+        """
+        if self.parser is not None:
+            raise InvalidArgumentError("run_stream() does not use a parser; use run()")
+        return self._run(messages, tools, settings, stream=True)
+
+    def cancel(self) -> None:
+        """Stop the run in progress from any thread: the live attempt and any backoff sleep.
+
+        `run` then raises `Cancelled`. Returns at once; never raises.
+        """
+        self._cancel_event.set()
+        with self._lock:
+            live = self._live
+        if live is not None:
+            live.cancel()
+
+    # -- the loop -----------------------------------------------------------
+
+    def _run(self, messages: Any, tools: Any, settings: Any, *, stream: bool) -> Response:
+        self._cancel_event.clear()
+        attempts: list[Attempt] = []
+        last: _Outcome | None = None
+        for index, backend in enumerate(self.backends):
+            retries = 0
+            while True:
+                if self._cancel_event.is_set():
+                    raise Cancelled(attempts)
+                outcome = self._attempt(backend, messages, tools, settings, stream=stream)
+                response = outcome.response
+                if outcome.cancelled:
+                    self._record(attempts, index, backend, outcome, decision=None)
+                    raise Cancelled(attempts)
+                if (
+                    outcome.parser_failed is None
+                    and not outcome.timed_out
+                    and (response.is_success or (stream and not response.is_done))
+                ):
+                    self._record(attempts, index, backend, outcome, decision=None)
+                    if self.parser is not None:
+                        response.parsed = outcome.parsed
+                    return response
+                last = outcome
+                if outcome.timed_out:
+                    decision = classify("timeout", None)
+                else:
+                    decision = classify(
+                        response.error_class,
+                        response.error_status,
+                        parser_failed=outcome.parser_failed is not None,
+                    )
+                self._record(attempts, index, backend, outcome, decision=decision)
+                if decision == "abort":
+                    raise Exhausted(attempts, f"aborted after {len(attempts)} attempt(s)")
+                if decision == "retry-same" and retries < self.max_retries:
+                    retries += 1
+                    delay = backoff(retries, getattr(response, "retry_after", None))
+                    if _sleep(delay, self._cancel_event):
+                        raise Cancelled(attempts)
+                    continue
+                break
+        assert last is not None
+        return self._give_up(attempts, last)
+
+    def _attempt(
+        self, backend: Any, messages: Any, tools: Any, settings: Any, *, stream: bool
+    ) -> _Outcome:
+        response = backend.chat_completion_stream(messages, tools=tools, settings=settings)
+        outcome = _Outcome(response)
+        with self._lock:
+            self._live = response
+        try:
+            if self._cancel_event.is_set():  # cancel() came before _live was set
+                response.cancel()
+            if stream:
+                settled = _wait_first_content(response, self.timeout)
+            else:
+                settled = response.wait(self.timeout).is_done
+            if not settled:
+                response.cancel()
+                if self._cancel_event.is_set():
+                    outcome.cancelled = True
+                else:
+                    outcome.timed_out = True
+                return outcome
+        finally:
+            with self._lock:
+                self._live = None
+        if response.is_cancelled or self._cancel_event.is_set():
+            outcome.cancelled = True
+            response.cancel()
+            return outcome
+        if response.is_success and self.parser is not None:
+            try:
+                outcome.parsed = self.parser(response)
+            except Exception as exc:
+                outcome.parser_failed = f"parser failed: {type(exc).__name__}: {exc}"
+        return outcome
+
+    def _record(
+        self,
+        attempts: list[Attempt],
+        index: int,
+        backend: Any,
+        outcome: _Outcome,
+        *,
+        decision: str | None,
+    ) -> None:
+        r = outcome.response
+        if outcome.timed_out:
+            error_class: str | None = "timeout"
+            status = None
+            message: str | None = f"No answer within Inference timeout ({self.timeout:g}s)"
+        elif outcome.parser_failed is not None:
+            error_class, status, message = "parser", None, outcome.parser_failed
+        else:
+            error_class, status, message = r.error_class, r.error_status, r.err
+        total = r.timing.total_seconds
+        if total is None:
+            total = time.monotonic() - r._started
+        success = error_class is None and not outcome.cancelled and (r.is_success or not r.is_done)
+        record = Attempt(
+            number=len(attempts) + 1,
+            backend_index=index,
+            model=r.model or getattr(backend, "model", None),
+            error_class=error_class,
+            error_status=status,
+            message=message,
+            latency_seconds=total,
+            success=success,
+            finish_reason=r.finish_reason,
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            cost=getattr(r, "cost", None),
+            decision=decision,
+        )
+        attempts.append(record)
+        if self.on_attempt is not None:
+            try:
+                self.on_attempt(record)
+            except Exception:
+                log.exception("Inference on_attempt callback raised; ignored")
+
+    def _give_up(self, attempts: list[Attempt], last: _Outcome) -> Response:
+        r = last.response
+        if last.timed_out or (last.parser_failed is None and r.error_class == "timeout"):
+            raise TimedOut(attempts, f"all {len(attempts)} attempt(s) failed; the last timed out")
+        if last.parser_failed is None and r.finish_reason == "length":
+            raise Truncated(
+                attempts,
+                partial_text=r.latest,
+                usage=r.usage,
+                completion_tokens=r.completion_tokens,
+            )
+        raise Exhausted(attempts)
+
+
+def _wait_first_content(response: Response, timeout: float | None) -> bool:
+    """Wait until `response` has content (or settles); False if `timeout` passed first."""
+    cond = response._cond
+    with cond:
+        return cond.wait_for(
+            lambda: response.is_done or response.timing.ttft_seconds is not None, timeout
+        )
