@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import wire_json
 from .backends.koboldcpp import KoboldCpp
+from .backends.mock import MockBackend
 from .backends.openai_common import OpenAICommon
 from .backends.openrouter import OpenRouter
 from .chunk import Chunk
@@ -23,6 +24,7 @@ __all__ = [
     "KoboldCpp",
     "LLMChatError",
     "Message",
+    "MockBackend",
     "OpenAICommon",
     "OpenRouter",
     "Response",
