@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, cast
 
+from .chunk import Chunk
 from .errors import InvalidArgumentError, InvalidTypeError
 from .messages import Message, MessageLike, coerce_messages
 from .response import Response
@@ -115,6 +116,8 @@ class ToolLoop:
         self.on_tool_result = on_tool_result
         self.on_limit = on_limit
         self.messages: list[Message] = []
+        self.response: Response | None = None
+        """The final Response of the last run: the answer, or the first failed round."""
         """The last run's transcript: its input, then everything the loop appended."""
         self.limit_reason: str | None = None
         """The limit the last run reached (one of `LIMIT_REASONS`); None if none."""
@@ -127,23 +130,45 @@ class ToolLoop:
         caller's list is never changed; `self.messages` holds the transcript
         (a successful final answer is appended to it as an assistant message).
         """
+        for _ in self._loop(messages, stream=False):
+            pass  # the blocking form yields nothing
+        return cast(Response, self.response)  # every way out of _loop sets it
+
+    def run_stream(self, messages: Iterable[MessageLike]) -> Iterator[Chunk]:
+        """Run the loop streaming: yield every round's chunks as they arrive, as one stream.
+
+        Tool calls land whole on a round's final chunk; the tools run, and the
+        next round's chunks follow. When the iteration ends, `self.response`
+        is the final Response (the answer, or the first failed round) and
+        `self.messages` the transcript. Stopping the iteration early (``break``,
+        an exception, closing the generator) cancels the live round.
+        """
+        return self._loop(messages, stream=True)
+
+    def _loop(self, messages: Iterable[MessageLike], *, stream: bool) -> Iterator[Chunk]:
         self.messages = coerce_messages(messages)  # validates before any I/O
         self.limit_reason = None
+        self.response = None
         rounds = 0
         total_calls = 0
         seen: dict[str, int] = {}
         while True:
             offer_tools = self.limit_reason is None
-            response = self.backend.chat_completion(
-                list(self.messages), tools=self.tools if offer_tools else None
-            )
+            tools = self.tools if offer_tools else None
+            if stream:
+                response = self.backend.chat_completion_stream(list(self.messages), tools=tools)
+                with response:  # closing this generator early cancels the round
+                    yield from response
+            else:
+                response = self.backend.chat_completion(list(self.messages), tools=tools)
+            self.response = response
             if not response.is_success:
-                return response
+                return
             calls = list(response.tool_calls)
             if not calls or not offer_tools:
                 # Tool calls made without tools on offer are left on the Response, unrun.
                 self.messages.append(Message("assistant", response.msg))
-                return response
+                return
             rounds += 1
             calls = [
                 call if call.id else dataclasses.replace(call, id=f"call_{rounds}_{index}")

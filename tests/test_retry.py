@@ -405,3 +405,23 @@ def test_run_stream_rejects_parser(servers):
     one, _ = servers
     with pytest.raises(ValueError, match="parser"):
         Inference(backends(one), parser=lambda r: r.msg).run_stream(MESSAGES)
+
+
+def test_inference_over_mock_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmchat import MockBackend
+
+    monkeypatch.setattr(retry, "backoff", lambda attempt, retry_after=None: 0.0)
+    flaky = MockBackend(
+        [
+            {"error_class": "http", "error_status": 500, "err": "oops"},
+            {"error_class": "http", "error_status": 429, "err": "busy"},
+        ]
+    )
+    steady = MockBackend([{"text": "fine"}])
+    records: list[retry.Attempt] = []
+    response = Inference([flaky, steady], max_retries=3, on_attempt=records.append).run(
+        [{"role": "user", "content": "hi"}]
+    )
+    assert response.is_success and response.msg == "fine"
+    assert [(r.backend_index, r.error_status) for r in records] == [(0, 500), (0, 429), (1, None)]
+    assert len(flaky.recorded_calls) == 2 and len(steady.recorded_calls) == 1

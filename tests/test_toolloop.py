@@ -338,3 +338,31 @@ def test_bad_messages_are_rejected_before_any_io() -> None:
         loop.run([{"role": "robot", "content": "hi"}])
     with pytest.raises(TypeError, match="messages"):
         loop.run("hello")  # type: ignore[arg-type]
+
+
+def test_run_stream_is_one_chunk_stream_across_rounds(weather: Callable[[ToolCall], Any]) -> None:
+    server = ScriptedServer(weather_model)
+    with server as url:
+        backend = OpenAICommon(url, model="m")
+        loop = ToolLoop(backend, [WEATHER], weather)
+        chunks = list(loop.run_stream(QUESTION))
+        backend.close()
+    landed = [c for c in chunks if c.tool_calls]
+    assert len(landed) == 1 and landed[0].tool_calls[0].name == "get_weather"  # type: ignore[index]
+    assert "".join(c.content for c in chunks) == "It is 18°C in Paris."
+    assert loop.response is not None and loop.response.is_success
+    assert [m.role for m in loop.messages] == ["user", "assistant", "tool", "assistant"]
+    assert all(r.json()["stream"] is True for r in server.requests)
+    assert len(server.requests) == 2
+
+
+def test_closing_run_stream_early_cancels_the_round(weather: Callable[[ToolCall], Any]) -> None:
+    server = ScriptedServer(weather_model)
+    with server as url:
+        backend = OpenAICommon(url, model="m")
+        loop = ToolLoop(backend, [WEATHER], weather)
+        stream = loop.run_stream(QUESTION)
+        next(stream)  # the first round's tool-call chunk
+        stream.close()
+        backend.close()
+    assert len(server.requests) == 1  # no second round after the consumer left
