@@ -1,0 +1,205 @@
+"""Rewrites a decoded OpenAI chat-completion stream as Ollama newline-delimited JSON.
+
+Ollama streams one JSON object per line, each a whole message with a ``done``
+flag; there is no prologue and no event framing. `OllamaStream` turns each
+decoded OpenAI chunk into at most one such line and closes with the line an
+Ollama client reads its token counts from (``done: true``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from .. import wire_json
+from ..tools import ToolCall, ToolCallAssembler
+
+__all__ = ["OllamaStream"]
+
+_SHAPES = ("chat", "generate")
+_MALFORMED = "Upstream sent a stream chunk that could not be translated"
+_UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
+_CLOSE_FAILED = "The stream could not be closed"
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+class OllamaStream:
+    """Translate one OpenAI stream into Ollama ``/api/chat`` or ``/api/generate`` lines.
+
+    `model` is named on every line until an upstream chunk names its own.
+    `shape` is ``"chat"`` (default; text under ``message``) or ``"generate"``
+    (text under ``response``). Tool calls are rendered only for ``chat``.
+    """
+
+    content_type = "application/x-ndjson"
+
+    def __init__(self, model: str, shape: str = "chat") -> None:
+        if shape not in _SHAPES:
+            raise ValueError(f"shape must be 'chat' or 'generate', not {shape!r}")
+        self._model = str(model)
+        self._shape = shape
+        self._tools = ToolCallAssembler()
+        self._finish_reason: str | None = None
+        self._input_tokens: int | None = None
+        self._output_tokens: int | None = None
+        self._content_bytes = 0
+        self._finished = False
+        self._errored = False
+
+    # -- public API -------------------------------------------------------
+
+    @property
+    def errored(self) -> bool:
+        """True once `error_event` ended the stream."""
+        return self._errored
+
+    def start(self) -> bytes:
+        """Nothing: Ollama has no prologue."""
+        return b""
+
+    def delta(self, chunk: Any) -> bytes:
+        """One decoded OpenAI chunk as at most one Ollama line (``b""`` for none)."""
+        if self._finished:
+            return b""
+        if not isinstance(chunk, Mapping):
+            return self.error_event(502, _MALFORMED)
+        error = chunk.get("error")
+        if error is not None:
+            return self.error_event(500, self._upstream_error_message(error))
+        try:
+            return self._delta(chunk)
+        except Exception:
+            return self.error_event(502, _MALFORMED)
+
+    def finish(
+        self,
+        done_reason: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> bytes:
+        """The closing ``done: true`` line; ``b""`` if the stream already ended."""
+        if self._finished:
+            return b""
+        if self._shape == "chat" and self._tools.pending:
+            self._tools.finish()
+            return self.error_event(502, _UNFINISHED_TOOL_CALL)
+        try:
+            if input_tokens is not None:
+                self._input_tokens = int(input_tokens)
+            if output_tokens is not None:
+                self._output_tokens = int(output_tokens)
+            reason = done_reason or self._finish_reason or "stop"
+            line = self._base()
+            if self._shape == "chat":
+                line["message"] = {"role": "assistant", "content": ""}
+            else:
+                line["response"] = ""
+            line["done"] = True
+            line["done_reason"] = str(reason)
+            line["prompt_eval_count"] = self._input_tokens or 0
+            line["eval_count"] = self._output_tokens or 0
+            data = self._line(line)
+        except Exception:
+            return self.error_event(500, _CLOSE_FAILED)
+        self._finished = True
+        return data
+
+    def error_event(self, status: int, message: str) -> bytes:
+        """End the stream with Ollama's ``{"error": message}`` line.
+
+        `status` is accepted for call-shape parity and not written: the HTTP
+        status went out with the first line. ``b""`` if already finished.
+        """
+        del status
+        if self._finished:
+            return b""
+        self._finished = True
+        self._errored = True
+        try:
+            return self._line({"error": str(message)})
+        except Exception:
+            return self._line({"error": "Upstream error"})
+
+    def usage(self) -> tuple[int | None, int | None, int]:
+        """``(input_tokens, output_tokens, content_bytes)`` the stream carried."""
+        return self._input_tokens, self._output_tokens, self._content_bytes
+
+    # -- internals --------------------------------------------------------
+
+    def _delta(self, chunk: Mapping[str, Any]) -> bytes:
+        model = chunk.get("model")
+        if isinstance(model, str) and model:
+            self._model = model
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            prompt = _int_or_none(usage.get("prompt_tokens"))
+            completion = _int_or_none(usage.get("completion_tokens"))
+            if prompt is not None:
+                self._input_tokens = prompt
+            if completion is not None:
+                self._output_tokens = completion
+        choices = chunk.get("choices")
+        if choices is None:
+            return b""
+        if not isinstance(choices, list):
+            raise TypeError("choices is not a list")
+        if not choices:
+            return b""
+        choice = choices[0]
+        if not isinstance(choice, Mapping):
+            raise TypeError("choice is not an object")
+        delta = choice.get("delta")
+        delta = delta if isinstance(delta, Mapping) else {}
+        content = delta.get("content")
+        text = content if isinstance(content, str) else ""
+        calls: list[ToolCall] = []
+        if self._shape == "chat":
+            self._tools.feed(delta.get("tool_calls"))
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            self._finish_reason = reason
+            if self._shape == "chat" and self._tools.pending:
+                calls = self._tools.finish()
+        if not text and not calls:
+            return b""
+        line = self._base()
+        if self._shape == "chat":
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                message["tool_calls"] = [call.to_ollama() for call in calls]
+            line["message"] = message
+        else:
+            line["response"] = text
+        line["done"] = False
+        data = self._line(line)
+        self._content_bytes += len(text.encode("utf-8"))
+        return data
+
+    def _base(self) -> dict[str, Any]:
+        return {"model": self._model, "created_at": self._now()}
+
+    @staticmethod
+    def _now() -> str:
+        now = datetime.now(timezone.utc)
+        return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}Z"
+
+    @staticmethod
+    def _line(obj: Mapping[str, Any]) -> bytes:
+        return wire_json.encode(obj) + b"\n"
+
+    @staticmethod
+    def _upstream_error_message(error: Any) -> str:
+        message = error.get("message") if isinstance(error, Mapping) else error
+        if isinstance(message, str) and message:
+            return f"Upstream error: {message}"
+        return "Upstream error"
