@@ -159,14 +159,7 @@ class MockBackend(OpenAICommon):
         tool_choice: str | Mapping[str, Any] | None = None,
         settings: Settings | None = None,
     ) -> Response:
-        messages = coerce_messages(messages) if messages is not None else messages
-        request = self.prepare_chat_request(messages, tools, tool_choice, settings)
-        response = self.make_response(request.body)
-        reply = self._take(
-            "chat_completion", request.body, messages, tools, tool_choice, settings, False
-        )
-        self._answer_blocking(response, reply)
-        return response
+        return self._mock_chat("chat_completion", messages, tools, tool_choice, settings)
 
     def text_completion(
         self,
@@ -174,12 +167,7 @@ class MockBackend(OpenAICommon):
         continuation: bool = False,
         settings: Settings | None = None,
     ) -> Response:
-        messages = coerce_messages(messages) if messages is not None else messages
-        body = self._text_body(messages, continuation, settings, stream=False)
-        response = self.make_response(body)
-        reply = self._take("text_completion", body, messages, None, None, settings, continuation)
-        self._answer_blocking(response, reply)
-        return response
+        return self._mock_text("text_completion", messages, continuation, settings)
 
     def chat_completion_stream(
         self,
@@ -188,14 +176,7 @@ class MockBackend(OpenAICommon):
         tool_choice: str | Mapping[str, Any] | None = None,
         settings: Settings | None = None,
     ) -> Response:
-        messages = coerce_messages(messages) if messages is not None else messages
-        request = self.prepare_chat_request(messages, tools, tool_choice, settings, stream=True)
-        response = self.make_stream_response(request.body)
-        reply = self._take(
-            "chat_completion_stream", request.body, messages, tools, tool_choice, settings, False
-        )
-        self._start_mock_stream(response, reply)
-        return response
+        return self._mock_chat("chat_completion_stream", messages, tools, tool_choice, settings)
 
     def text_completion_stream(
         self,
@@ -203,16 +184,45 @@ class MockBackend(OpenAICommon):
         continuation: bool = False,
         settings: Settings | None = None,
     ) -> Response:
-        messages = coerce_messages(messages) if messages is not None else messages
-        body = self._text_body(messages, continuation, settings, stream=True)
-        response = self.make_stream_response(body)
-        reply = self._take(
-            "text_completion_stream", body, messages, None, None, settings, continuation
-        )
-        self._start_mock_stream(response, reply)
-        return response
+        return self._mock_text("text_completion_stream", messages, continuation, settings)
 
     # -- internals ----------------------------------------------------------
+
+    def _mock_chat(
+        self,
+        method: str,
+        messages: Any,
+        tools: Any,
+        tool_choice: Any,
+        settings: Settings | None,
+    ) -> Response:
+        """One chat call: the real request pipeline, then a scripted answer."""
+        stream = method.endswith("_stream")
+        messages = coerce_messages(messages) if messages is not None else messages
+        request = self.prepare_chat_request(messages, tools, tool_choice, settings, stream=stream)
+        body = request.body
+        response = self.make_stream_response(body) if stream else self.make_response(body)
+        reply = self._take(method, body, messages, tools, tool_choice, settings, False)
+        self._answer(response, reply, stream)
+        return response
+
+    def _mock_text(
+        self, method: str, messages: Any, continuation: bool, settings: Settings | None
+    ) -> Response:
+        """One text call: the template's prompt when there is one, then a scripted answer."""
+        stream = method.endswith("_stream")
+        messages = coerce_messages(messages) if messages is not None else messages
+        body = self._text_body(messages, continuation, settings, stream=stream)
+        response = self.make_stream_response(body) if stream else self.make_response(body)
+        reply = self._take(method, body, messages, None, None, settings, continuation)
+        self._answer(response, reply, stream)
+        return response
+
+    def _answer(self, response: Response, reply: _Reply, stream: bool) -> None:
+        if stream:
+            self._start_mock_stream(response, reply)
+        else:
+            self._answer_blocking(response, reply)
 
     def _text_body(
         self,
