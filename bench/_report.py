@@ -172,3 +172,21 @@ def loopback_only() -> Iterator[None]:
     finally:
         socket.socket.connect = real_connect  # type: ignore[method-assign]
         socket.getaddrinfo = real_getaddrinfo
+
+
+def close_litellm() -> None:
+    """Close the clients litellm cached and stop its logging threads (best effort)."""
+    import litellm
+
+    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
+    for client in list(getattr(cache, "cache_dict", {}).values()):
+        close = getattr(client, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                result = close()
+                if hasattr(result, "close"):  # an async handler's close() is a coroutine
+                    result.close()
+    with contextlib.suppress(Exception):
+        from litellm.litellm_core_utils.thread_pool_executor import executor
+
+        executor.shutdown(wait=True)

@@ -32,6 +32,7 @@ from _report import (
     best_of_interleaved,
     blocked,
     calls_for,
+    close_litellm,
     loopback_only,
     stamp,
     table,
@@ -127,7 +128,7 @@ class Contenders:
                 self.fns["litellm client"] = lambda: (
                     completion(**call, client=own).choices[0].message.content
                 )
-            self._closers.append(_close_litellm)
+            self._closers.append(close_litellm)
 
         # Diagnostics, in the same rounds: what two per-request costs add.
         quick = llmchat.OpenAICommon(url, model=MODEL, request_timeout=None)
@@ -149,24 +150,6 @@ class Contenders:
         for close in reversed(self._closers):
             with contextlib.suppress(Exception):
                 close()
-
-
-def _close_litellm() -> None:
-    """Close the clients litellm cached and stop its logging threads (best effort)."""
-    import litellm
-
-    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
-    for client in list(getattr(cache, "cache_dict", {}).values()):
-        close = getattr(client, "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                result = close()
-                if hasattr(result, "close"):  # an async handler's close() is a coroutine
-                    result.close()
-    with contextlib.suppress(Exception):
-        from litellm.litellm_core_utils.thread_pool_executor import executor
-
-        executor.shutdown(wait=True)
 
 
 PAUSE = "(pause)"

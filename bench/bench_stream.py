@@ -44,6 +44,7 @@ from _report import (
     best_of_interleaved,
     blocked,
     calls_for,
+    close_litellm,
     loopback_only,
     stamp,
     table,
@@ -299,7 +300,7 @@ class Contenders:
                 return "".join(texts)
 
             self.fns["litellm"] = lite
-            self._closers.append(_close_litellm)
+            self._closers.append(close_litellm)
 
         for name, fn in list(self.fns.items()):
             kept = self.results.setdefault(name, [])
@@ -337,24 +338,6 @@ def _drain_litellm() -> None:
         if backlog == 0:
             return
         time.sleep(0.0005)
-
-
-def _close_litellm() -> None:
-    """Close the clients litellm cached and stop its logging threads (best effort)."""
-    import litellm
-
-    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
-    for client in list(getattr(cache, "cache_dict", {}).values()):
-        close = getattr(client, "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                result = close()
-                if hasattr(result, "close"):  # an async handler's close() is a coroutine
-                    result.close()
-    with contextlib.suppress(Exception):
-        from litellm.litellm_core_utils.thread_pool_executor import executor
-
-        executor.shutdown(wait=True)
 
 
 DRAIN = "(litellm logging backlog)"
