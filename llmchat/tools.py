@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["ToolCall", "ToolCallAssembler"]
 
@@ -147,24 +147,7 @@ class ToolCallAssembler:
         return calls
 
     def _slot_for(self, fragment: Mapping[str, Any], position: int) -> _Slot:
-        index = fragment.get("index")
-        call_id = fragment.get("id")
-        call_id = call_id if isinstance(call_id, str) and call_id else None
-        if isinstance(index, int) and not isinstance(index, bool):
-            key: Any = ("index", index)
-        elif call_id is not None:
-            key = ("id", call_id)
-        else:
-            key = ("position", position)
-        slot = self._by_key.get(key)
-        if slot is None and key[0] == "position" and position < len(self._slots):
-            # An unkeyed fragment continues the call at its position (one begun by id).
-            slot = self._slots[position]
-        if slot is None or (call_id is not None and slot.id and slot.id != call_id):
-            slot = _Slot()
-            self._slots.append(slot)
-            self._by_key[key] = slot
-        return slot
+        return slot_for_fragment(fragment, position, self._slots, self._by_key, _Slot)
 
     @staticmethod
     def _apply(slot: _Slot, fragment: Mapping[str, Any]) -> None:
@@ -185,3 +168,43 @@ class ToolCallAssembler:
         elif isinstance(arguments, Mapping):
             slot.arguments = arguments
             slot.parts = []
+
+
+_S = TypeVar("_S", bound="_HasId")
+
+
+class _HasId(Protocol):
+    id: str | None
+
+
+def slot_for_fragment(
+    fragment: Mapping[str, Any],
+    position: int,
+    slots: list[_S],
+    by_key: dict[Any, _S],
+    new: Callable[[], _S],
+) -> _S:
+    """The call a tool-call fragment belongs to, in `slots` (a new one is appended if none).
+
+    A fragment is matched by its ``index``, else its ``id``, else its position
+    in the delta's list; one whose id differs from the matched call's starts a
+    new call. Shared so every reader of fragments groups them the same way.
+    """
+    index = fragment.get("index")
+    call_id = fragment.get("id")
+    call_id = call_id if isinstance(call_id, str) and call_id else None
+    if isinstance(index, int) and not isinstance(index, bool):
+        key: Any = ("index", index)
+    elif call_id is not None:
+        key = ("id", call_id)
+    else:
+        key = ("position", position)
+    slot = by_key.get(key)
+    if slot is None and key[0] == "position" and position < len(slots):
+        # An unkeyed fragment continues the call at its position (one begun by id).
+        slot = slots[position]
+    if slot is None or (call_id is not None and slot.id and slot.id != call_id):
+        slot = new()
+        slots.append(slot)
+        by_key[key] = slot
+    return slot

@@ -259,3 +259,111 @@ def test_lines_are_deterministic_bytes() -> None:
     a._now = b._now = lambda: "2025-01-01T00:00:00.000000Z"  # type: ignore[method-assign]
     assert a.delta(text_chunk("x")) == b.delta(text_chunk("x"))
     assert a.finish() == b.finish()
+
+
+# -- thinking ----------------------------------------------------------------
+
+
+def reasoning_chunk(text: str, key: str = "reasoning_content") -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {key: text}}]}
+
+
+def test_chat_reasoning_only_chunk_writes_thinking_line() -> None:
+    stream = OllamaStream("m")
+    line = one(stream.delta(reasoning_chunk("Let me think")))
+    assert line["message"] == {"role": "assistant", "content": "", "thinking": "Let me think"}
+    assert line["done"] is False
+
+
+def test_chat_reasoning_and_text_in_one_chunk() -> None:
+    stream = OllamaStream("m")
+    chunk = {"choices": [{"index": 0, "delta": {"reasoning_content": "r", "content": "t"}}]}
+    assert one(stream.delta(chunk))["message"] == {
+        "role": "assistant",
+        "content": "t",
+        "thinking": "r",
+    }
+
+
+def test_reasoning_key_fallback_and_precedence() -> None:
+    stream = OllamaStream("m")
+    line = one(stream.delta(reasoning_chunk("via reasoning", key="reasoning")))
+    assert line["message"]["thinking"] == "via reasoning"
+    both = {"choices": [{"index": 0, "delta": {"reasoning_content": "rc", "reasoning": "r"}}]}
+    assert one(stream.delta(both))["message"]["thinking"] == "rc"
+    null_rc = {"choices": [{"index": 0, "delta": {"reasoning_content": None, "reasoning": "r"}}]}
+    assert one(stream.delta(null_rc))["message"]["thinking"] == "r"
+
+
+def test_empty_or_non_string_reasoning_emits_nothing() -> None:
+    stream = OllamaStream("m")
+    assert stream.delta(reasoning_chunk("")) == b""
+    assert stream.delta(reasoning_chunk(None, key="reasoning")) == b""  # type: ignore[arg-type]
+    assert stream.delta({"choices": [{"index": 0, "delta": {"reasoning": 5}}]}) == b""
+    assert not stream.errored
+
+
+def test_text_lines_have_no_thinking_key() -> None:
+    stream = OllamaStream("m")
+    assert "thinking" not in one(stream.delta(text_chunk("x")))["message"]
+    assert "thinking" not in one(stream.finish())["message"]
+
+
+def test_generate_shape_thinking() -> None:
+    stream = OllamaStream("m", shape="generate")
+    line = one(stream.delta(reasoning_chunk("hmm")))
+    assert line["thinking"] == "hmm"
+    assert line["response"] == ""
+    assert "message" not in line
+    assert "thinking" not in one(stream.delta(text_chunk("ok")))
+
+
+def test_thinking_not_counted_in_content_bytes() -> None:
+    stream = OllamaStream("m")
+    stream.delta(reasoning_chunk("日本語の思考"))
+    stream.delta(text_chunk("ab"))
+    stream.finish()
+    assert stream.usage()[2] == 2
+
+
+def _full_stream(shape: str) -> bytes:
+    stream = OllamaStream("qwen3", shape=shape)
+    out = stream.start()
+    out += stream.delta({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+    out += stream.delta(reasoning_chunk("think "))
+    out += stream.delta(reasoning_chunk("more", key="reasoning"))
+    out += stream.delta(text_chunk("Answer"))
+    if shape == "chat":
+        frag = {"index": 0, "id": "c1", "function": {"name": "f", "arguments": '{"q":"x"}'}}
+        out += stream.delta({"choices": [{"index": 0, "delta": {"tool_calls": [frag]}}]})
+    out += stream.delta(finish_chunk("stop"))
+    out += stream.delta({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 6}})
+    out += stream.finish()
+    return out
+
+
+def test_real_ollama_chat_response_model_accepts_every_line() -> None:
+    types = pytest.importorskip("ollama._types")
+    raw = _full_stream("chat")
+    parsed = [types.ChatResponse.model_validate_json(part) for part in raw.splitlines()]
+    assert len(parsed) == 5
+    assert all(p.message.role == "assistant" for p in parsed)
+    assert "".join(p.message.thinking or "" for p in parsed) == "think more"
+    assert "".join(p.message.content or "" for p in parsed) == "Answer"
+    calls = [call for p in parsed for call in (p.message.tool_calls or [])]
+    assert [(c.function.name, dict(c.function.arguments)) for c in calls] == [("f", {"q": "x"})]
+    assert [p.done for p in parsed] == [False, False, False, False, True]
+    assert parsed[-1].done_reason == "stop"
+    assert parsed[-1].prompt_eval_count == 4
+    assert parsed[-1].eval_count == 6
+
+
+def test_real_ollama_generate_response_model_accepts_every_line() -> None:
+    types = pytest.importorskip("ollama._types")
+    raw = _full_stream("generate")
+    parsed = [types.GenerateResponse.model_validate_json(part) for part in raw.splitlines()]
+    assert len(parsed) == 4
+    assert "".join(p.thinking or "" for p in parsed) == "think more"
+    assert "".join(p.response for p in parsed) == "Answer"
+    assert parsed[-1].done is True
+    assert parsed[-1].eval_count == 6

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import wire_json
 from ..tools import ToolCall, ToolCallAssembler
+from .chunk_fields import int_or_none, reasoning_text, upstream_error_message
 
 __all__ = ["OllamaStream"]
 
@@ -23,22 +24,14 @@ _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
 _CLOSE_FAILED = "The stream could not be closed"
 
 
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 class OllamaStream:
     """Translate one OpenAI stream into Ollama ``/api/chat`` or ``/api/generate`` lines.
 
     `model` is named on every line until an upstream chunk names its own.
     `shape` is ``"chat"`` (default; text under ``message``) or ``"generate"``
     (text under ``response``). Tool calls are rendered only for ``chat``.
+    Reasoning text goes under ``message.thinking`` (chat) or ``thinking``
+    (generate), where Ollama's own thinking models put it.
     """
 
     content_type = "application/x-ndjson"
@@ -75,7 +68,7 @@ class OllamaStream:
             return self.error_event(502, _MALFORMED)
         error = chunk.get("error")
         if error is not None:
-            return self.error_event(500, self._upstream_error_message(error))
+            return self.error_event(500, upstream_error_message(error))
         try:
             return self._delta(chunk)
         except Exception:
@@ -142,8 +135,8 @@ class OllamaStream:
             self._model = model
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
-            prompt = _int_or_none(usage.get("prompt_tokens"))
-            completion = _int_or_none(usage.get("completion_tokens"))
+            prompt = int_or_none(usage.get("prompt_tokens"))
+            completion = int_or_none(usage.get("completion_tokens"))
             if prompt is not None:
                 self._input_tokens = prompt
             if completion is not None:
@@ -162,6 +155,7 @@ class OllamaStream:
         delta = delta if isinstance(delta, Mapping) else {}
         content = delta.get("content")
         text = content if isinstance(content, str) else ""
+        thinking = reasoning_text(delta)
         calls: list[ToolCall] = []
         if self._shape == "chat":
             self._tools.feed(delta.get("tool_calls"))
@@ -170,16 +164,20 @@ class OllamaStream:
             self._finish_reason = reason
             if self._shape == "chat" and self._tools.pending:
                 calls = self._tools.finish()
-        if not text and not calls:
+        if not text and not thinking and not calls:
             return b""
         line = self._base()
         if self._shape == "chat":
             message: dict[str, Any] = {"role": "assistant", "content": text}
+            if thinking:
+                message["thinking"] = thinking
             if calls:
                 message["tool_calls"] = [call.to_ollama() for call in calls]
             line["message"] = message
         else:
             line["response"] = text
+            if thinking:
+                line["thinking"] = thinking
         line["done"] = False
         data = self._line(line)
         self._content_bytes += len(text.encode("utf-8"))
@@ -196,10 +194,3 @@ class OllamaStream:
     @staticmethod
     def _line(obj: Mapping[str, Any]) -> bytes:
         return wire_json.encode(obj) + b"\n"
-
-    @staticmethod
-    def _upstream_error_message(error: Any) -> str:
-        message = error.get("message") if isinstance(error, Mapping) else error
-        if isinstance(message, str) and message:
-            return f"Upstream error: {message}"
-        return "Upstream error"

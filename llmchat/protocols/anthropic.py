@@ -1,0 +1,384 @@
+"""Rewrites a decoded OpenAI chat-completion stream as Anthropic Messages API events.
+
+An Anthropic client reads a message as a sequence of server-sent events:
+``message_start``, then content blocks (each ``content_block_start``, its
+deltas, ``content_block_stop``), then ``message_delta`` with the stop reason
+and ``message_stop``. Blocks never interleave, so `AnthropicStream` keeps one
+block open at a time and closes it before opening the next. OpenAI reasoning
+text becomes a ``thinking`` block, text a ``text`` block and each tool call a
+``tool_use`` block whose arguments stream as ``input_json_delta`` fragments.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from .. import wire_json
+from ..tools import ToolCallAssembler, decode_arguments, slot_for_fragment
+from .chunk_fields import int_or_none, reasoning_text, upstream_error_message
+
+__all__ = ["AnthropicStream", "error_type_for_status", "stop_reason_for"]
+
+_MALFORMED = "Upstream sent a stream chunk that could not be translated"
+_UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
+_CLOSE_FAILED = "The stream could not be closed"
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+def error_type_for_status(status: int) -> str:
+    """The Anthropic ``error.type`` a client expects for HTTP `status`."""
+    if isinstance(status, bool) or not isinstance(status, int):
+        return "api_error"
+    known = _ERROR_TYPES.get(status)
+    if known is not None:
+        return known
+    if 400 <= status < 500:
+        return "invalid_request_error"
+    return "api_error"
+
+
+def stop_reason_for(finish_reason: str | None, used_tools: bool) -> str:
+    """Map an OpenAI ``finish_reason`` to an Anthropic ``stop_reason``.
+
+    `used_tools` matters because several OpenAI-compatible servers end a
+    tool-calling turn with ``stop`` (or nothing), while an Anthropic client
+    only runs its tools when it sees ``tool_use``.
+    """
+    if finish_reason in ("tool_calls", "function_call"):
+        return "tool_use"
+    if finish_reason == "length":
+        return "max_tokens"
+    if used_tools and finish_reason in (None, "", "stop"):
+        return "tool_use"
+    return "end_turn"
+
+
+class _ToolBlock:
+    """One OpenAI tool call on its way to becoming one ``tool_use`` block."""
+
+    __slots__ = ("block_index", "buffered", "closed", "id", "name", "sent")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.block_index: int | None = None
+        # Arguments that arrived before the name: a tool_use block cannot open
+        # without one, so they wait.
+        self.buffered: list[str] = []
+        # Exactly what the client received, to check it is one JSON object.
+        self.sent: list[str] = []
+        self.closed = False
+
+
+class AnthropicStream:
+    """Translate one OpenAI stream into Anthropic Messages API server-sent events.
+
+    `model` is named in ``message_start`` unless an upstream chunk named its
+    own before it went out. Call `delta` per decoded OpenAI chunk, then
+    `finish` once the upstream is done (after its usage frame), or
+    `error_event` to end the stream with an error.
+    """
+
+    content_type = "text/event-stream"
+
+    def __init__(self, model: str) -> None:
+        self._model = str(model)
+        self._message_id: str | None = None
+        self._started = False
+        self._finished = False
+        self._errored = False
+        self._finish_reason: str | None = None
+        self._input_tokens: int | None = None
+        self._output_tokens: int | None = None
+        self._content_bytes = 0
+        self._next_index = 0
+        self._open_index: int | None = None
+        self._open_kind: str | None = None  # "text", "thinking" or "tool_use"
+        self._tools = ToolCallAssembler()
+        self._tool_blocks: list[_ToolBlock] = []
+        self._tool_by_key: dict[Any, _ToolBlock] = {}
+        self._used_tools = False
+        self._out: list[bytes] = []
+
+    # -- public API -------------------------------------------------------
+
+    @property
+    def errored(self) -> bool:
+        """True once `error_event` ended the stream."""
+        return self._errored
+
+    def start(self) -> bytes:
+        """Nothing yet: ``message_start`` waits for output so it can name the upstream model."""
+        return b""
+
+    def delta(self, chunk: Any) -> bytes:
+        """All events one decoded OpenAI chunk produces (``b""`` for none)."""
+        if self._finished:
+            return b""
+        if not isinstance(chunk, Mapping):
+            return self.error_event(502, _MALFORMED)
+        error = chunk.get("error")
+        if error is not None:
+            return self.error_event(500, upstream_error_message(error))
+        self._out = []
+        try:
+            self._delta(chunk)
+        except Exception:
+            # Events already built are consistent with the state; keep them so
+            # the error follows exactly what the client has seen.
+            return self._take() + self.error_event(502, _MALFORMED)
+        return self._take()
+
+    def finish(
+        self,
+        stop_reason: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> bytes:
+        """Close the open block and end the message; ``b""`` if the stream already ended.
+
+        `stop_reason` is written verbatim (Anthropic vocabulary); without it
+        the recorded OpenAI finish reason is mapped by `stop_reason_for`.
+        Token arguments override the counts the upstream reported.
+        """
+        if self._finished:
+            return b""
+        if self._tools_unfinished():
+            return self.error_event(502, _UNFINISHED_TOOL_CALL)
+        self._out = []
+        try:
+            if input_tokens is not None:
+                self._input_tokens = int(input_tokens)
+            if output_tokens is not None:
+                self._output_tokens = int(output_tokens)
+            reason = stop_reason or stop_reason_for(self._finish_reason, self._used_tools)
+            self._ensure_started()
+            self._close_block()
+            usage: dict[str, Any] = {"output_tokens": self._output_tokens or 0}
+            if self._input_tokens is not None:
+                usage["input_tokens"] = self._input_tokens
+            self._emit(
+                "message_delta",
+                {"delta": {"stop_reason": str(reason), "stop_sequence": None}, "usage": usage},
+            )
+            self._emit("message_stop", {})
+            data = self._take()
+        except Exception:
+            self._out = []
+            return self.error_event(500, _CLOSE_FAILED)
+        self._finished = True
+        return data
+
+    def error_event(self, status: int, message: str) -> bytes:
+        """End the stream with an Anthropic ``error`` event; ``b""`` if already finished."""
+        if self._finished:
+            return b""
+        self._finished = True
+        self._errored = True
+        kind = error_type_for_status(status)
+        try:
+            return self._event("error", {"error": {"type": kind, "message": str(message)}})
+        except Exception:
+            # e.g. a lone surrogate in the message: UTF-8 cannot carry it.
+            return self._event("error", {"error": {"type": kind, "message": "Upstream error"}})
+
+    def usage(self) -> tuple[int | None, int | None, int]:
+        """``(input_tokens, output_tokens, content_bytes)``; bytes count text, not thinking."""
+        return self._input_tokens, self._output_tokens, self._content_bytes
+
+    # -- chunk handling ---------------------------------------------------
+
+    def _delta(self, chunk: Mapping[str, Any]) -> None:
+        chunk_id = chunk.get("id")
+        if self._message_id is None and isinstance(chunk_id, str) and chunk_id:
+            self._message_id = "msg_" + chunk_id
+        model = chunk.get("model")
+        if isinstance(model, str) and model:
+            self._model = model
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            prompt = int_or_none(usage.get("prompt_tokens"))
+            completion = int_or_none(usage.get("completion_tokens"))
+            if prompt is not None:
+                self._input_tokens = prompt
+            if completion is not None:
+                self._output_tokens = completion
+        choices = chunk.get("choices")
+        if choices is None:
+            return
+        if not isinstance(choices, list):
+            raise TypeError("choices is not a list")
+        if not choices:
+            return
+        choice = choices[0]
+        if not isinstance(choice, Mapping):
+            raise TypeError("choice is not an object")
+        delta = choice.get("delta")
+        delta = delta if isinstance(delta, Mapping) else {}
+        thinking = reasoning_text(delta)
+        if thinking:
+            self._write_thinking(thinking)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._write_text(content)
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, list):
+                raise TypeError("tool_calls is not a list")
+            self._tools.feed(tool_calls)
+            for position, fragment in enumerate(tool_calls):
+                if isinstance(fragment, Mapping):
+                    self._write_tool_fragment(fragment, position)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            self._finish_reason = reason
+
+    def _write_thinking(self, thinking: str) -> None:
+        if self._open_kind != "thinking":
+            self._open_block({"type": "thinking", "thinking": "", "signature": ""}, "thinking")
+        self._emit(
+            "content_block_delta",
+            {"index": self._open_index, "delta": {"type": "thinking_delta", "thinking": thinking}},
+        )
+
+    def _write_text(self, text: str) -> None:
+        if self._open_kind != "text":
+            self._open_block({"type": "text", "text": ""}, "text")
+        self._emit(
+            "content_block_delta",
+            {"index": self._open_index, "delta": {"type": "text_delta", "text": text}},
+        )
+        self._content_bytes += len(text.encode("utf-8"))
+
+    def _write_tool_fragment(self, fragment: Mapping[str, Any], position: int) -> None:
+        tool = self._tool_for(fragment, position)
+        call_id = fragment.get("id")
+        if isinstance(call_id, str) and call_id and not tool.id:
+            tool.id = call_id
+        function = fragment.get("function")
+        function = function if isinstance(function, Mapping) else {}
+        name = function.get("name")
+        if isinstance(name, str) and name and not tool.name:
+            tool.name = name
+        arguments = function.get("arguments")
+        if isinstance(arguments, Mapping):
+            # A few servers send the whole object at once instead of text.
+            arguments = wire_json.encode_str(arguments) if arguments else ""
+        if not isinstance(arguments, str):
+            arguments = ""
+        if tool.closed:
+            if arguments:
+                raise ValueError("arguments for a tool call whose block is closed")
+            return
+        if tool.block_index is None:
+            if arguments:
+                tool.buffered.append(arguments)
+            if tool.name:
+                self._open_tool(tool)
+            return
+        if arguments:
+            self._send_arguments(tool, arguments)
+
+    def _tool_for(self, fragment: Mapping[str, Any], position: int) -> _ToolBlock:
+        # The assembler's own matching, so each block is one of its calls.
+        return slot_for_fragment(
+            fragment, position, self._tool_blocks, self._tool_by_key, _ToolBlock
+        )
+
+    def _open_tool(self, tool: _ToolBlock) -> None:
+        index = self._next_index
+        tool_id = tool.id or f"toolu_{index}"
+        self._open_block(
+            {"type": "tool_use", "id": tool_id, "name": tool.name, "input": {}}, "tool_use"
+        )
+        tool.block_index = index
+        self._used_tools = True
+        buffered, tool.buffered = tool.buffered, []
+        for part in buffered:
+            self._send_arguments(tool, part)
+
+    def _send_arguments(self, tool: _ToolBlock, arguments: str) -> None:
+        self._emit(
+            "content_block_delta",
+            {
+                "index": tool.block_index,
+                "delta": {"type": "input_json_delta", "partial_json": arguments},
+            },
+        )
+        tool.sent.append(arguments)
+
+    def _tools_unfinished(self) -> bool:
+        if not self._tool_blocks:
+            return False
+        calls = self._tools.finish()
+        if any(call.arguments_undecodable or not call.name for call in calls):
+            return True
+        for tool in self._tool_blocks:
+            if tool.block_index is None:
+                return True  # never named, so never shown to the client
+            _, _, undecodable = decode_arguments("".join(tool.sent))
+            if undecodable:
+                return True
+        return False
+
+    # -- blocks and framing -----------------------------------------------
+
+    def _ensure_started(self) -> None:
+        if self._started:
+            return
+        message = {
+            "id": self._message_id or "msg_" + uuid.uuid4().hex,
+            "type": "message",
+            "role": "assistant",
+            "model": self._model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self._input_tokens or 0, "output_tokens": 0},
+        }
+        self._emit("message_start", {"message": message})
+        self._started = True
+
+    def _open_block(self, block: dict[str, Any], kind: str) -> None:
+        self._ensure_started()
+        self._close_block()
+        index = self._next_index
+        self._emit("content_block_start", {"index": index, "content_block": block})
+        self._next_index += 1
+        self._open_index = index
+        self._open_kind = kind
+
+    def _close_block(self) -> None:
+        if self._open_index is None:
+            return
+        if self._open_kind == "tool_use":
+            for tool in self._tool_blocks:
+                if tool.block_index == self._open_index:
+                    tool.closed = True
+        self._emit("content_block_stop", {"index": self._open_index})
+        self._open_index = None
+        self._open_kind = None
+
+    def _emit(self, name: str, fields: Mapping[str, Any]) -> None:
+        self._out.append(self._event(name, fields))
+
+    def _take(self) -> bytes:
+        data, self._out = b"".join(self._out), []
+        return data
+
+    @staticmethod
+    def _event(name: str, fields: Mapping[str, Any]) -> bytes:
+        body = {"type": name, **fields}
+        return b"event: " + name.encode("ascii") + b"\ndata: " + wire_json.encode(body) + b"\n\n"

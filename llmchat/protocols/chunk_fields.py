@@ -1,0 +1,38 @@
+"""Reading the fields of a decoded OpenAI stream chunk, the same way for every translator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["int_or_none", "reasoning_text", "upstream_error_message"]
+
+
+def int_or_none(value: Any) -> int | None:
+    """A token count as an int; None for anything that is not a whole number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def reasoning_text(delta: Mapping[str, Any]) -> str:
+    """The reasoning a delta adds; ``""`` when none."""
+    # Servers differ on the key (vLLM/DeepSeek: reasoning_content, OpenRouter and
+    # llama.cpp variants: reasoning); a few send both with one of them null.
+    for key in ("reasoning_content", "reasoning"):
+        value = delta.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def upstream_error_message(error: Any) -> str:
+    """What a client is told about an in-band upstream ``error`` object."""
+    message = error.get("message") if isinstance(error, Mapping) else error
+    if isinstance(message, str) and message:
+        return f"Upstream error: {message}"
+    return "Upstream error"
