@@ -1,0 +1,470 @@
+"""Anthropic's face of the proxy: pure translation between Anthropic and OpenAI bodies.
+
+`messages_request` turns a decoded ``POST /v1/messages`` body into an OpenAI
+chat-completions body; `message_body` and `error_body` build what an
+Anthropic client reads back. No I/O, no clock, no randomness.
+
+A JSON ``null`` counts as an absent field. Client mistakes raise
+`InvalidArgumentError`/`InvalidTypeError` whose message starts with the
+field path as the client wrote it (``messages[1].content[0].type``).
+
+Decisions worth knowing:
+
+- ``system`` (a string or a list of text blocks, joined with ``"\\n"``)
+  becomes one system message, first; an empty one sends nothing.
+- A user turn's ``tool_result`` blocks become ``tool`` messages, in block
+  order, before a user message holding the turn's other blocks (if any).
+  A result's text is its string content or its text blocks joined with
+  ``"\\n"``; ``is_error: true`` prefixes it with ``"Error: "`` because an
+  OpenAI tool message has no error flag and the model must still learn that
+  the call failed. Images inside a tool result are refused: OpenAI tool
+  messages carry text only.
+- User content is a plain string when the turn is one text block, a list of
+  parts otherwise. Assistant text blocks are concatenated into one string;
+  ``tool_use`` blocks become its ``tool_calls`` with arguments as compact,
+  key-sorted JSON.
+- ``thinking`` and ``redacted_thinking`` blocks in history are dropped: their
+  signatures mean nothing to another model. An assistant turn left empty by
+  that is dropped too, rather than sent as an empty prefill.
+- ``thinking: {"type": "enabled", "budget_tokens": N}`` becomes
+  ``reasoning_effort``: ``"low"`` below 4096 tokens, ``"medium"`` below
+  16384, ``"high"`` from there on, the one budget knob OpenAI-compatible
+  servers share. ``disabled`` and ``adaptive`` send nothing (server default).
+- ``output_config.effort`` also becomes ``reasoning_effort`` (``xhigh`` and
+  ``max`` as ``"high"``), and wins over ``thinking``; ``output_config.format``
+  (a JSON schema) becomes an OpenAI ``json_schema`` ``response_format``.
+- ``tool_choice`` maps ``auto``/``any``/``tool``/``none`` to ``"auto"``,
+  ``"required"``, a named function and ``"none"``;
+  ``disable_parallel_tool_use: true`` adds ``parallel_tool_calls: false``.
+- ``metadata`` and other fields with no OpenAI meaning (``service_tier``,
+  ``cache_control``, ...) are ignored; server tools (a ``type`` other than
+  ``custom``), ``document`` blocks and file image sources are refused.
+- ``max_tokens`` must be at least 1: an OpenAI upstream has no use for
+  Anthropic's ``0`` (cache pre-warming).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .. import wire_json
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..protocols.anthropic import error_type_for_status
+from ..tools import ToolCall
+from .fields import integer, json_type, number, require_bool, require_mapping, require_str
+from .images import data_url
+
+__all__ = ["error_body", "message_body", "messages_request"]
+
+_EFFORT_LOW_BELOW: Final = 4096
+_EFFORT_MEDIUM_BELOW: Final = 16384
+_EFFORTS: Final = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
+
+
+_DROPPED_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+
+
+# -- request --------------------------------------------------------------
+
+
+def messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate an Anthropic ``/v1/messages`` request body into an OpenAI chat body.
+
+    The result holds ``model``, ``messages``, ``max_tokens`` and ``stream``
+    (default false), plus only the fields the request gave.
+    """
+    require_mapping(body, "body")
+    model = _required(body, "model")
+    require_str(model, "model")
+    if not model:
+        raise InvalidArgumentError("model: must not be empty")
+    max_tokens = integer(_required(body, "max_tokens"), "max_tokens")
+    if max_tokens < 1:
+        raise InvalidArgumentError(f"max_tokens: must be at least 1, not {max_tokens}")
+    stream = body.get("stream")
+    if stream is None:
+        stream = False
+    require_bool(stream, "stream")
+
+    messages = _system(body.get("system"))
+    messages.extend(_messages(_required(body, "messages")))
+    out: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "stream": stream,
+    }
+    for name in ("temperature", "top_p"):
+        if body.get(name) is not None:
+            out[name] = number(body[name], name)
+    if body.get("top_k") is not None:
+        out["top_k"] = integer(body["top_k"], "top_k")
+    stop = _stop_sequences(body.get("stop_sequences"))
+    if stop:
+        out["stop"] = stop
+    tools = _tools(body.get("tools"))
+    if tools:
+        out["tools"] = tools
+    _tool_choice(body.get("tool_choice"), out)
+    effort = _thinking(body.get("thinking"))
+    output_effort = _output_config(body.get("output_config"), out)
+    effort = output_effort or effort
+    if effort is not None:
+        out["reasoning_effort"] = effort
+    return out
+
+
+# -- responses ------------------------------------------------------------
+
+
+def message_body(
+    *,
+    model: str,
+    message_id: str,
+    text: str,
+    thinking: str | None,
+    tool_calls: list[ToolCall],
+    stop_reason: str,
+    input_tokens: int | None,
+    output_tokens: int | None,
+) -> dict[str, Any]:
+    """The non-streaming Anthropic ``Message``.
+
+    Content is a thinking block (when there was thinking; its ``signature``
+    is empty, since the proxy cannot sign), a text block (when there was text)
+    and one ``tool_use`` block per call, in that order. `stop_reason` is
+    already Anthropic's word for it; token counts default to 0.
+    """
+    content: list[dict[str, Any]] = []
+    if thinking:
+        content.append({"type": "thinking", "thinking": thinking, "signature": ""})
+    if text:
+        content.append({"type": "text", "text": text})
+    content.extend(call.to_anthropic_block() for call in tool_calls)
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": int(input_tokens or 0), "output_tokens": int(output_tokens or 0)},
+    }
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    """Anthropic's error body, its ``error.type`` chosen by HTTP `status`."""
+    return {"type": "error", "error": {"type": error_type_for_status(status), "message": message}}
+
+
+# -- request pieces -------------------------------------------------------
+
+
+def _system(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, list):
+        texts = []
+        for index, block in enumerate(value):
+            where = f"system[{index}]"
+            require_mapping(block, where)
+            kind = block.get("type")
+            if kind != "text":
+                raise InvalidArgumentError(f"{where}.type: must be 'text', not {kind!r}")
+            texts.append(_text_of(block, where))
+        text = "\n".join(texts)
+    else:
+        raise InvalidTypeError(
+            f"system: must be a string or a list of text blocks, not {json_type(value)}"
+        )
+    return [{"role": "system", "content": text}] if text else []
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise InvalidTypeError(f"messages: must be a list, not {json_type(value)}")
+    if not value:
+        raise InvalidArgumentError("messages: must hold at least one message")
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(value):
+        where = f"messages[{index}]"
+        require_mapping(message, where)
+        role = _required(message, "role", where)
+        if role not in ("user", "assistant"):
+            raise InvalidArgumentError(f"{where}.role: must be 'user' or 'assistant', not {role!r}")
+        content = _required(message, "content", where)
+        if isinstance(content, str):
+            out.append({"role": role, "content": content})
+            continue
+        if not isinstance(content, list):
+            raise InvalidTypeError(
+                f"{where}.content: must be a string or a list of blocks, not {json_type(content)}"
+            )
+        if not content:
+            raise InvalidArgumentError(f"{where}.content: must not be empty")
+        if role == "user":
+            out.extend(_user_turn(content, where))
+        else:
+            out.extend(_assistant_turn(content, where))
+    return out
+
+
+def _block_type(block: Any, where: str) -> str:
+    require_mapping(block, where)
+    kind = _required(block, "type", where)
+    require_str(kind, f"{where}.type")
+    return kind
+
+
+def _user_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for position, block in enumerate(blocks):
+        at = f"{where}.content[{position}]"
+        kind = _block_type(block, at)
+        if kind == "text":
+            parts.append({"type": "text", "text": _text_of(block, at)})
+        elif kind == "image":
+            parts.append({"type": "image_url", "image_url": {"url": _image_url(block, at)}})
+        elif kind == "tool_result":
+            results.append(_tool_result(block, at))
+        elif kind in _DROPPED_BLOCKS:
+            continue
+        elif kind == "tool_use":
+            raise InvalidArgumentError(f"{at}.type: 'tool_use' belongs in an assistant turn")
+        else:
+            raise InvalidArgumentError(f"{at}.type: unsupported content block type {kind!r}")
+    if parts:
+        only_text = len(parts) == 1 and parts[0]["type"] == "text"
+        results.append({"role": "user", "content": parts[0]["text"] if only_text else parts})
+    return results
+
+
+def _assistant_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for position, block in enumerate(blocks):
+        at = f"{where}.content[{position}]"
+        kind = _block_type(block, at)
+        if kind == "text":
+            texts.append(_text_of(block, at))
+        elif kind == "tool_use":
+            calls.append(_tool_use(block, at))
+        elif kind in _DROPPED_BLOCKS:
+            continue
+        elif kind in ("tool_result", "image"):
+            raise InvalidArgumentError(f"{at}.type: {kind!r} belongs in a user turn")
+        else:
+            raise InvalidArgumentError(f"{at}.type: unsupported content block type {kind!r}")
+    if not texts and not calls:
+        return []
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+    if calls:
+        message["tool_calls"] = calls
+    return [message]
+
+
+def _text_of(block: Mapping[str, Any], where: str) -> str:
+    text = _required(block, "text", where)
+    require_str(text, f"{where}.text")
+    return text
+
+
+def _image_url(block: Mapping[str, Any], where: str) -> str:
+    source = _required(block, "source", where)
+    require_mapping(source, f"{where}.source")
+    kind = _required(source, "type", f"{where}.source")
+    if kind == "base64":
+        media_type = _required(source, "media_type", f"{where}.source")
+        require_str(media_type, f"{where}.source.media_type")
+        if not media_type:
+            raise InvalidArgumentError(f"{where}.source.media_type: must not be empty")
+        data = _required(source, "data", f"{where}.source")
+        return data_url(data, field=f"{where}.source.data", media_type=media_type)
+    if kind == "url":
+        url = _required(source, "url", f"{where}.source")
+        require_str(url, f"{where}.source.url")
+        if not url:
+            raise InvalidArgumentError(f"{where}.source.url: must not be empty")
+        return url
+    raise InvalidArgumentError(f"{where}.source.type: must be 'base64' or 'url', not {kind!r}")
+
+
+def _tool_use(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    call_id = _required(block, "id", where)
+    require_str(call_id, f"{where}.id")
+    name = _required(block, "name", where)
+    require_str(name, f"{where}.name")
+    if not name:
+        raise InvalidArgumentError(f"{where}.name: must not be empty")
+    arguments = block.get("input")
+    if arguments is None:
+        arguments = {}
+    require_mapping(arguments, f"{where}.input")
+    try:
+        text = wire_json.encode(arguments).decode("utf-8")
+    except (InvalidArgumentError, InvalidTypeError) as exc:
+        raise type(exc)(f"{where}.input: {exc}") from None
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    call_id = _required(block, "tool_use_id", where)
+    require_str(call_id, f"{where}.tool_use_id")
+    content = block.get("content")
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        texts = []
+        for position, inner in enumerate(content):
+            at = f"{where}.content[{position}]"
+            kind = _block_type(inner, at)
+            if kind != "text":
+                raise InvalidArgumentError(
+                    f"{at}.type: a tool result can only carry text here, not {kind!r}"
+                )
+            texts.append(_text_of(inner, at))
+        text = "\n".join(texts)
+    else:
+        raise InvalidTypeError(
+            f"{where}.content: must be a string or a list of blocks, not {json_type(content)}"
+        )
+    is_error = block.get("is_error")
+    if is_error is not None:
+        require_bool(is_error, f"{where}.is_error")
+        if is_error:
+            text = f"Error: {text}" if text else "Error"
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def _stop_sequences(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidTypeError(f"stop_sequences: must be a list of strings, not {json_type(value)}")
+    for index, item in enumerate(value):
+        require_str(item, f"stop_sequences[{index}]")
+    return list(value)
+
+
+def _tools(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidTypeError(f"tools: must be a list, not {json_type(value)}")
+    out = []
+    for index, tool in enumerate(value):
+        where = f"tools[{index}]"
+        require_mapping(tool, where)
+        kind = tool.get("type")
+        if kind is not None and kind != "custom":
+            raise InvalidArgumentError(f"{where}.type: server tool {kind!r} is not supported")
+        name = _required(tool, "name", where)
+        require_str(name, f"{where}.name")
+        if not name:
+            raise InvalidArgumentError(f"{where}.name: must not be empty")
+        schema = _required(tool, "input_schema", where)
+        require_mapping(schema, f"{where}.input_schema")
+        function: dict[str, Any] = {"name": name}
+        description = tool.get("description")
+        if description is not None:
+            require_str(description, f"{where}.description")
+            function["description"] = description
+        function["parameters"] = dict(schema)
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _tool_choice(value: Any, out: dict[str, Any]) -> None:
+    if value is None:
+        return
+    require_mapping(value, "tool_choice")
+    kind = _required(value, "type", "tool_choice")
+    if kind == "auto":
+        out["tool_choice"] = "auto"
+    elif kind == "any":
+        out["tool_choice"] = "required"
+    elif kind == "none":
+        out["tool_choice"] = "none"
+    elif kind == "tool":
+        name = _required(value, "name", "tool_choice")
+        require_str(name, "tool_choice.name")
+        if not name:
+            raise InvalidArgumentError("tool_choice.name: must not be empty")
+        out["tool_choice"] = {"type": "function", "function": {"name": name}}
+    else:
+        raise InvalidArgumentError(
+            f"tool_choice.type: must be 'auto', 'any', 'tool' or 'none', not {kind!r}"
+        )
+    disable = value.get("disable_parallel_tool_use")
+    if disable is not None:
+        require_bool(disable, "tool_choice.disable_parallel_tool_use")
+        if disable:
+            out["parallel_tool_calls"] = False
+
+
+def _thinking(value: Any) -> str | None:
+    if value is None:
+        return None
+    require_mapping(value, "thinking")
+    kind = _required(value, "type", "thinking")
+    if kind in ("disabled", "adaptive"):
+        return None
+    if kind != "enabled":
+        raise InvalidArgumentError(
+            f"thinking.type: must be 'enabled', 'disabled' or 'adaptive', not {kind!r}"
+        )
+    budget = integer(_required(value, "budget_tokens", "thinking"), "thinking.budget_tokens")
+    if budget < 1:
+        raise InvalidArgumentError(f"thinking.budget_tokens: must be at least 1, not {budget}")
+    if budget < _EFFORT_LOW_BELOW:
+        return "low"
+    if budget < _EFFORT_MEDIUM_BELOW:
+        return "medium"
+    return "high"
+
+
+def _output_config(value: Any, out: dict[str, Any]) -> str | None:
+    """Add ``output_config.format`` to `out`; return the effort it asks for, if any."""
+    if value is None:
+        return None
+    require_mapping(value, "output_config")
+    response_format = value.get("format")
+    if response_format is not None:
+        require_mapping(response_format, "output_config.format")
+        kind = response_format.get("type")
+        if kind != "json_schema":
+            raise InvalidArgumentError(
+                f"output_config.format.type: must be 'json_schema', not {kind!r}"
+            )
+        schema = _required(response_format, "schema", "output_config.format")
+        require_mapping(schema, "output_config.format.schema")
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "response", "schema": dict(schema)},
+        }
+    effort = value.get("effort")
+    if effort is None:
+        return None
+    if not isinstance(effort, str) or effort not in _EFFORTS:
+        raise InvalidArgumentError(
+            f"output_config.effort: must be one of {', '.join(_EFFORTS)}, not {effort!r}"
+        )
+    return _EFFORTS[effort]
+
+
+# -- validation -----------------------------------------------------------
+
+
+def _required(container: Mapping[str, Any], key: str, where: str = "") -> Any:
+    value = container.get(key)
+    if value is None:
+        path = f"{where}.{key}" if where else key
+        raise InvalidArgumentError(f"{path}: is required")
+    return value
