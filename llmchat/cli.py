@@ -1,4 +1,4 @@
-"""The `llmchat` command line: `demo`, `chat`, `probe` and `wire`.
+"""The `llmchat` command line: `demo`, `chat`, `probe`, `wire` and `proxy`.
 
 `demo`, `chat` and `probe` talk to ``LLMCHAT_API_URL`` (key from
 ``LLMCHAT_API_KEY``, model from ``LLMCHAT_MODEL``) or ``--api-url``; with no
@@ -124,6 +124,46 @@ def _parser() -> argparse.ArgumentParser:
     probe = commands.add_parser("probe", help="ask the server for its context size and slots")
     _add_server_options(probe)
     probe.set_defaults(run=_run_probe)
+
+    proxy = commands.add_parser(
+        "proxy",
+        help="serve Ollama, Anthropic and OpenAI clients over an OpenAI-compatible upstream",
+        description=(
+            "Serve /api/chat, /api/generate, /api/tags (Ollama), /v1/messages (Anthropic) "
+            "and /v1/chat/completions (relayed) over the upstream server. The upstream key "
+            "comes from --api-key-env; clients must present $LLMCHAT_PROXY_KEY when it is set."
+        ),
+    )
+    proxy.add_argument(
+        "--upstream",
+        default=os.environ.get("LLMCHAT_API_URL"),
+        help="the upstream's OpenAI base URL, e.g. http://127.0.0.1:8080/v1 "
+        "(default: $LLMCHAT_API_URL)",
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    proxy.add_argument("--port", type=int, default=11434, help="port (default: 11434, Ollama's)")
+    proxy.add_argument(
+        "--model",
+        default=os.environ.get("LLMCHAT_MODEL"),
+        help="the upstream model to use whatever clients name (default: $LLMCHAT_MODEL; "
+        "unset: the client's model name is passed on)",
+    )
+    proxy.add_argument(
+        "--api-key-env",
+        default="LLMCHAT_API_KEY",
+        help="environment variable holding the upstream's API key (default: LLMCHAT_API_KEY)",
+    )
+    proxy.add_argument(
+        "--proxy-key-env",
+        default="LLMCHAT_PROXY_KEY",
+        help="environment variable holding the key clients must send (default: "
+        "LLMCHAT_PROXY_KEY; unset or empty: no key check)",
+    )
+    proxy.add_argument("--usage-log", help="append one JSON line per request to this file")
+    proxy.add_argument(
+        "--max-body-bytes", type=int, default=10_000_000, help="largest request body accepted"
+    )
+    proxy.set_defaults(run=_run_proxy)
     return parser
 
 
@@ -322,4 +362,30 @@ def _run_probe(args: argparse.Namespace) -> int:
     backend = _backend(args)
     print(json.dumps(backend.probe_server_limits()))
     backend.close()
+    return 0
+
+
+def _run_proxy(args: argparse.Namespace) -> int:
+    from .proxy import make_app, make_server
+
+    if not args.upstream:
+        raise LLMChatError("no upstream: pass --upstream or set LLMCHAT_API_URL")
+    upstream = OpenAICommon(
+        args.upstream, api_key=os.environ.get(args.api_key_env) or None, model=args.model
+    )
+    app = make_app(
+        upstream,
+        usage_log=args.usage_log,
+        api_key=os.environ.get(args.proxy_key_env) or None,
+        max_body_bytes=args.max_body_bytes,
+    )
+    server = make_server(app, args.host, args.port)
+    print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        upstream.close()
     return 0

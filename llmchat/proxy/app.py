@@ -1,0 +1,625 @@
+"""The proxy's WSGI application: Ollama, Anthropic and OpenAI faces over one upstream.
+
+Routing, the key check, the body limit, request ids and error shapes live
+here; translating bodies is the faces' job (`ollama_face`, `anthropic_face`),
+translating streams the `llmchat.protocols` translators', and talking to the
+upstream `upstream.Upstream`'s. Streams are yielded a line (or event) at a
+time: the app never buffers, so what reaches the client is only as delayed
+as the WSGI server makes it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from .. import wire_json
+from ..protocols.anthropic import AnthropicStream, stop_reason_for
+from ..protocols.ollama import OllamaStream
+from ..response import Response
+from . import anthropic_face, ollama_face
+from .hangup import HangupWatch, client_socket
+from .relay_meter import RelayMeter
+from .upstream import (
+    Call,
+    Failure,
+    RelayBroken,
+    Upstream,
+    failure_of,
+    is_truncation,
+    openai_chunk,
+)
+from .usage import CLIENT_ABORT_STATUS, UsageEvent, UsageLog
+
+__all__ = ["ProxyApp", "make_app"]
+
+log = logging.getLogger("llmchat.proxy")
+
+StartResponse = Callable[..., Any]
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Content Too Large",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    499: "Client Closed Request",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
+_STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
+
+
+def make_app(
+    upstream: Any,
+    *,
+    usage_log: Any = None,
+    api_key: str | None = None,
+    max_body_bytes: int = 10_000_000,
+) -> ProxyApp:
+    """A WSGI application serving Ollama, Anthropic and OpenAI clients over `upstream`.
+
+    `upstream` is an `OpenAICommon` backend (or subclass) or an
+    `llmchat.retry.Inference` chain. `usage_log` is a JSON-lines file path or
+    a callable taking one event dict per request. With `api_key`, every route
+    but ``/`` and ``/health`` needs ``Authorization: Bearer KEY`` or
+    ``x-api-key: KEY``. Bodies over `max_body_bytes` are refused with 413.
+
+        app = make_app(OpenAICommon("http://127.0.0.1:8080/v1"))
+        llmchat.proxy.make_server(app, port=11434).serve_forever()
+    """
+    return ProxyApp(upstream, usage_log=usage_log, api_key=api_key, max_body_bytes=max_body_bytes)
+
+
+class _Exchange:
+    """One client request: its id, its usage event, and the one way to answer it."""
+
+    def __init__(self, environ: dict[str, Any], start_response: StartResponse, face: str) -> None:
+        self.environ = environ
+        self.start_response = start_response
+        self.face = face
+        given = environ.get("HTTP_X_REQUEST_ID", "")
+        self.request_id = given if _REQUEST_ID.fullmatch(given) else f"req_{uuid.uuid4().hex}"
+        self.started = time.monotonic()
+        self.body_bytes = b""
+        self.event = UsageEvent(
+            request_id=self.request_id, face=face, route=environ.get("PATH_INFO", "") or "/"
+        )
+
+    def headers(
+        self, content_type: str, extra: Iterable[tuple[str, str]] = ()
+    ) -> list[tuple[str, str]]:
+        out = [("Content-Type", content_type), ("x-request-id", self.request_id)]
+        if self.face == "anthropic":
+            out.append(("request-id", self.request_id))  # where the Anthropic SDK looks
+        out.extend(extra)
+        return out
+
+    def begin(self, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()) -> None:
+        self.event.status = status
+        self.start_response(
+            f"{status} {_REASONS.get(status, 'Status')}", self.headers(content_type, extra)
+        )
+
+
+class ProxyApp:
+    """The WSGI callable `make_app` returns. Thread-safe: one instance serves every request."""
+
+    def __init__(
+        self,
+        upstream: Any,
+        *,
+        usage_log: Any = None,
+        api_key: str | None = None,
+        max_body_bytes: int = 10_000_000,
+    ) -> None:
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise TypeError("api_key must be a non-empty str or None")
+        if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int):
+            raise TypeError("max_body_bytes must be an int")
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
+        self.upstream = Upstream(upstream)
+        self.usage = UsageLog(usage_log)
+        self._api_key = api_key.encode("utf-8") if api_key else None
+        self.max_body_bytes = max_body_bytes
+        self._routes: dict[tuple[str, str], tuple[str, Callable[[_Exchange], Iterable[bytes]]]] = {
+            ("GET", "/"): ("proxy", self._root),
+            ("HEAD", "/"): ("proxy", self._root),
+            ("GET", "/health"): ("proxy", self._health),
+            ("GET", "/api/version"): ("ollama", self._ollama_version),
+            ("GET", "/api/tags"): ("ollama", self._ollama_tags),
+            ("GET", "/api/ps"): ("ollama", self._ollama_ps),
+            ("POST", "/api/chat"): ("ollama", self._ollama_chat),
+            ("POST", "/api/generate"): ("ollama", self._ollama_generate),
+            ("POST", "/v1/messages"): ("anthropic", self._anthropic_messages),
+            ("POST", "/v1/chat/completions"): ("openai", self._openai_relay),
+            ("GET", "/v1/models"): ("openai", self._openai_models),
+        }
+
+    def __repr__(self) -> str:
+        return f"ProxyApp({self.upstream!r}, api_key={'set' if self._api_key else None})"
+
+    # -- WSGI entry ----------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        path = environ.get("PATH_INFO", "") or "/"
+        route = self._routes.get((method, path))
+        face = route[0] if route else _face_of(path)
+        exchange = _Exchange(environ, start_response, face)
+        if route is None:
+            known = any(p == path for _, p in self._routes)
+            if known:
+                return self._error(exchange, 405, f"{method} is not allowed on {path}", "method")
+            return self._error(exchange, 404, f"No route for {method} {path}", "not_found")
+        if (
+            self._api_key is not None
+            and path not in ("/", "/health")
+            and not self._authorized(environ)
+        ):
+            return self._error(exchange, 401, "Missing or wrong API key", "unauthorized")
+        try:
+            return route[1](exchange)
+        except _ClientError as exc:
+            return self._error(exchange, exc.status, str(exc), exc.error_type)
+        except (ValueError, TypeError) as exc:
+            # The faces and Settings raise these naming the field the client got wrong.
+            return self._error(exchange, 400, str(exc), "invalid_request")
+        except Exception:
+            log.exception("proxy request %s failed", exchange.request_id)
+            return self._error(exchange, 500, "Internal proxy error", "proxy")
+
+    def _authorized(self, environ: Mapping[str, Any]) -> bool:
+        assert self._api_key is not None
+        offered = environ.get("HTTP_X_API_KEY", "")
+        bearer = environ.get("HTTP_AUTHORIZATION", "")
+        if bearer[:7].lower() == "bearer ":
+            offered = offered or bearer[7:].strip()
+        return hmac.compare_digest(offered.encode("utf-8"), self._api_key)
+
+    # -- answers ------------------------------------------------------------
+
+    def _json(self, exchange: _Exchange, status: int, obj: Any) -> list[bytes]:
+        data = wire_json.encode(obj)
+        exchange.begin(status, "application/json", [("Content-Length", str(len(data)))])
+        self._record(exchange)
+        return [data]
+
+    def _error(
+        self, exchange: _Exchange, status: int, message: str, error_type: str
+    ) -> list[bytes]:
+        event = exchange.event
+        event.ok = False
+        event.error_type = event.error_type or error_type
+        return self._json(exchange, status, _error_body(exchange.face, status, message))
+
+    def _record(self, exchange: _Exchange) -> None:
+        exchange.event.duration_ms = round((time.monotonic() - exchange.started) * 1000, 3)
+        self.usage.emit(exchange.event)
+
+    def _read_json(self, exchange: _Exchange) -> dict[str, Any]:
+        environ = exchange.environ
+        length_text = environ.get("CONTENT_LENGTH") or ""
+        stream = environ["wsgi.input"]
+        if length_text:
+            try:
+                length = int(length_text)
+            except ValueError:
+                raise _ClientError(
+                    400, "Content-Length is not a number", "invalid_request"
+                ) from None
+            if length > self.max_body_bytes:
+                raise _ClientError(413, self._too_large(), "too_large")
+            data = stream.read(length) if length > 0 else b""
+        elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
+            data = stream.read(self.max_body_bytes + 1)
+            if len(data) > self.max_body_bytes:
+                raise _ClientError(413, self._too_large(), "too_large")
+        else:
+            data = b""
+        exchange.body_bytes = data
+        if not data.strip():
+            raise _ClientError(400, "The request needs a JSON object body", "invalid_request")
+        try:
+            body = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise _ClientError(
+                400, "The request body is not valid JSON", "invalid_request"
+            ) from None
+        if not isinstance(body, dict):
+            raise _ClientError(400, "The request body must be a JSON object", "invalid_request")
+        model = body.get("model")
+        if isinstance(model, str):
+            exchange.event.model = model
+        return body
+
+    def _too_large(self) -> str:
+        return f"The request body is larger than the proxy's limit of {self.max_body_bytes} bytes"
+
+    # -- small routes -------------------------------------------------------
+
+    def _root(self, exchange: _Exchange) -> list[bytes]:
+        # Ollama's own root answers this text; some clients probe it.
+        data = b"Ollama is running"
+        exchange.begin(200, "text/plain; charset=utf-8", [("Content-Length", str(len(data)))])
+        self._record(exchange)
+        return [data] if exchange.environ.get("REQUEST_METHOD") != "HEAD" else []
+
+    def _health(self, exchange: _Exchange) -> list[bytes]:
+        return self._json(exchange, 200, {"status": "ok"})
+
+    def _ollama_version(self, exchange: _Exchange) -> list[bytes]:
+        return self._json(exchange, 200, ollama_face.version_body())
+
+    def _ollama_tags(self, exchange: _Exchange) -> list[bytes]:
+        return self._json(exchange, 200, ollama_face.tags_body(self.upstream.model_names()))
+
+    def _ollama_ps(self, exchange: _Exchange) -> list[bytes]:
+        return self._json(exchange, 200, ollama_face.ps_body(self.upstream.model_names()))
+
+    # -- completions --------------------------------------------------------
+
+    def _ollama_chat(self, exchange: _Exchange) -> Iterable[bytes]:
+        body = self._read_json(exchange)
+        request = ollama_face.chat_request(body)
+        return self._complete(exchange, request, _OllamaFinish(body.get("model"), "chat"))
+
+    def _ollama_generate(self, exchange: _Exchange) -> Iterable[bytes]:
+        body = self._read_json(exchange)
+        request = ollama_face.generate_request(body)
+        return self._complete(exchange, request, _OllamaFinish(body.get("model"), "generate"))
+
+    def _anthropic_messages(self, exchange: _Exchange) -> Iterable[bytes]:
+        body = self._read_json(exchange)
+        request = anthropic_face.messages_request(body)
+        return self._complete(exchange, request, _AnthropicFinish(body.get("model")))
+
+    def _complete(
+        self, exchange: _Exchange, request: dict[str, Any], face: _Face
+    ) -> Iterable[bytes]:
+        stream = bool(request.get("stream"))
+        exchange.event.stream = stream
+        call = Call()
+        watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
+        try:
+            started = self.upstream.start(request, call)
+        except BaseException:
+            watch.stop()
+            raise
+        if isinstance(started, Failure):
+            watch.stop()
+            return self._upstream_error(exchange, started, watch)
+        response = started
+        chunks = iter(response)
+        first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
+        if first is None and (watch.hung_up.is_set() or response.is_cancelled):
+            watch.stop()
+            return self._client_gone(exchange, response)
+        if not stream:
+            response.wait()
+            watch.stop()
+            if watch.hung_up.is_set() or response.is_cancelled:
+                return self._client_gone(exchange, response)
+            if not response.is_success and not is_truncation(response):
+                return self._upstream_error(exchange, failure_of(response), watch)
+            self._count(exchange, response, len(response.msg.encode("utf-8")))
+            return self._json(exchange, 200, face.body(response))
+        if first is None and not response.is_success and not is_truncation(response):
+            watch.stop()  # failed before any output: the client still gets a real status
+            return self._upstream_error(exchange, failure_of(response), watch)
+        translator = face.stream()
+        exchange.begin(200, translator.content_type, _STREAM_HEADERS)
+        return _StreamBody(self, exchange, response, translator, first, chunks, watch)
+
+    def _upstream_error(
+        self, exchange: _Exchange, failure: Failure, watch: HangupWatch
+    ) -> list[bytes]:
+        if watch.hung_up.is_set() or failure.error_class == "client_abort":
+            return self._aborted(exchange)
+        exchange.event.error_type = failure.error_class
+        return self._error(exchange, failure.status, failure.message, failure.error_class)
+
+    def _client_gone(self, exchange: _Exchange, response: Response) -> list[bytes]:
+        response.cancel()
+        self._count(exchange, response, len(response.msg.encode("utf-8")))
+        return self._aborted(exchange)
+
+    def _aborted(self, exchange: _Exchange) -> list[bytes]:
+        """Answer a client that is gone: WSGI still wants a status, nobody will read it."""
+        exchange.begin(CLIENT_ABORT_STATUS, "text/plain", [("Content-Length", "0")])
+        exchange.event.ok, exchange.event.error_type = False, "client_abort"
+        self._record(exchange)
+        return []
+
+    @staticmethod
+    def _count(exchange: _Exchange, response: Response, content_bytes: int) -> None:
+        event = exchange.event
+        event.input_tokens = response.prompt_tokens
+        event.output_tokens = response.completion_tokens
+        event.content_bytes = content_bytes
+        if response.model and not event.model:
+            event.model = response.model
+
+    # -- OpenAI face: byte relay --------------------------------------------
+
+    def _openai_relay(self, exchange: _Exchange) -> Iterable[bytes]:
+        body = self._read_json(exchange)  # read whole: size limit and a model for the event
+        exchange.event.stream = bool(body.get("stream"))
+        return self._relay(exchange, "POST", "/chat/completions", exchange.body_bytes)
+
+    def _openai_models(self, exchange: _Exchange) -> Iterable[bytes]:
+        return self._relay(exchange, "GET", "/models", None)
+
+    def _relay(
+        self, exchange: _Exchange, method: str, path: str, data: bytes | None
+    ) -> Iterable[bytes]:
+        relay = self.upstream.relay(method, path, data)
+        if relay.failure is not None:
+            exchange.event.error_type = relay.failure.error_class
+            return self._error(
+                exchange, relay.failure.status, relay.failure.message, relay.failure.error_class
+            )
+        http = relay.http
+        content_type = http.headers.get("Content-Type", "application/json")
+        meter = RelayMeter(event_stream=content_type.startswith("text/event-stream"))
+        watch = HangupWatch(client_socket(exchange.environ), relay.cancel).start()
+        exchange.begin(
+            http.status_code, content_type, _STREAM_HEADERS if meter.event_stream else ()
+        )
+        if http.status_code >= 400:
+            exchange.event.ok = False
+            exchange.event.error_type = "http"
+        return _RelayBody(self, exchange, relay, meter, watch)
+
+
+class _ClientError(Exception):
+    def __init__(self, status: int, message: str, error_type: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+
+
+# -- per-face finishing ---------------------------------------------------------
+
+
+class _Face:
+    def stream(self) -> Any:
+        raise NotImplementedError
+
+    def body(self, response: Response) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _OllamaFinish(_Face):
+    def __init__(self, model: Any, shape: str) -> None:
+        self.model = model if isinstance(model, str) else ""
+        self.shape = shape
+
+    def stream(self) -> OllamaStream:
+        return OllamaStream(self.model, shape=self.shape)
+
+    def body(self, response: Response) -> dict[str, Any]:
+        common = dict(
+            model=response.model or self.model,
+            text=response.msg,
+            thinking=response.reasoning_text,
+            done_reason=response.finish_reason or "stop",
+            input_tokens=response.prompt_tokens,
+            output_tokens=response.completion_tokens,
+            total_duration_ns=_nanoseconds(response.timing.total_seconds),
+            created_at=_now(),
+        )
+        if self.shape == "chat":
+            return ollama_face.chat_body(tool_calls=list(response.tool_calls), **common)
+        return ollama_face.generate_body(**common)
+
+
+class _AnthropicFinish(_Face):
+    def __init__(self, model: Any) -> None:
+        self.model = model if isinstance(model, str) else ""
+
+    def stream(self) -> AnthropicStream:
+        return AnthropicStream(self.model)
+
+    def body(self, response: Response) -> dict[str, Any]:
+        return anthropic_face.message_body(
+            model=response.model or self.model,
+            message_id="msg_" + (response.id or uuid.uuid4().hex),
+            text=response.msg,
+            thinking=response.reasoning_text,
+            tool_calls=list(response.tool_calls),
+            stop_reason=stop_reason_for(response.finish_reason, bool(response.tool_calls)),
+            input_tokens=response.prompt_tokens,
+            output_tokens=response.completion_tokens,
+        )
+
+
+# -- streamed bodies -----------------------------------------------------------
+
+
+class _StreamBody:
+    """A translated stream as a WSGI iterable; `close()` is where it is accounted for.
+
+    WSGI servers call `close()` however the response ended — finished, or a
+    write to a gone client failed — so the upstream is cancelled and the
+    usage event emitted there, exactly once.
+    """
+
+    def __init__(
+        self,
+        app: ProxyApp,
+        exchange: _Exchange,
+        response: Response,
+        translator: Any,
+        first: Any,
+        chunks: Iterator[Any],
+        watch: HangupWatch,
+    ) -> None:
+        self._app = app
+        self._exchange = exchange
+        self._response = response
+        self._translator = translator
+        self._first = first
+        self._chunks = chunks
+        self._watch = watch
+        self._completed = False
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        translator, response = self._translator, self._response
+        head = translator.start()
+        if head:
+            yield head
+        chunk = self._first
+        while chunk is not None:
+            data = translator.delta(openai_chunk(chunk))
+            if data:
+                yield data
+            if translator.errored:
+                response.cancel()
+                break
+            chunk = next(self._chunks, None)
+        if not translator.errored:
+            response.wait()
+            if self._watch.hung_up.is_set() or response.is_cancelled:
+                return  # nobody is reading; close() records the abort
+            if response.is_success or is_truncation(response):
+                data = translator.finish(None, response.prompt_tokens, response.completion_tokens)
+            else:
+                failure = failure_of(response)
+                self._exchange.event.error_type = failure.error_class
+                data = translator.error_event(failure.status, failure.message)
+            if data:
+                yield data
+        self._completed = True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._watch.stop()
+        response, event = self._response, self._exchange.event
+        if not response.is_done:
+            response.cancel()
+        input_tokens, output_tokens, content_bytes = self._translator.usage()
+        event.input_tokens = input_tokens if input_tokens is not None else response.prompt_tokens
+        event.output_tokens = (
+            output_tokens if output_tokens is not None else response.completion_tokens
+        )
+        event.content_bytes = content_bytes
+        if response.model and not event.model:
+            event.model = response.model
+        if not self._completed or self._watch.hung_up.is_set():
+            event.status, event.ok, event.error_type = CLIENT_ABORT_STATUS, False, "client_abort"
+        elif self._translator.errored:
+            event.ok = False
+            event.error_type = event.error_type or "stream"
+        self._app._record(self._exchange)
+
+
+class _RelayBody:
+    """The OpenAI face's relayed body; like `_StreamBody`, accounted for in `close()`."""
+
+    def __init__(
+        self, app: ProxyApp, exchange: _Exchange, relay: Any, meter: RelayMeter, watch: HangupWatch
+    ) -> None:
+        self._app = app
+        self._exchange = exchange
+        self._relay = relay
+        self._meter = meter
+        self._watch = watch
+        self._completed = False
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        meter = self._meter
+        try:
+            for data in self._relay.chunks():
+                meter.feed(data)
+                yield data
+        except RelayBroken:
+            self._exchange.event.ok = False
+            self._exchange.event.error_type = "connection"
+            return  # the client sees the body stop short, as it would from the upstream
+        meter.close()
+        self._completed = True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._watch.stop()
+        self._relay.cancel()
+        self._relay.close()
+        event, meter = self._exchange.event, self._meter
+        event.input_tokens = meter.input_tokens
+        event.output_tokens = meter.output_tokens
+        event.content_bytes = meter.content_bytes
+        if meter.model and not event.model:
+            event.model = meter.model
+        if not self._completed or self._watch.hung_up.is_set():
+            if event.error_type is None:
+                event.status, event.ok, event.error_type = (
+                    CLIENT_ABORT_STATUS,
+                    False,
+                    "client_abort",
+                )
+        elif event.ok and meter.event_stream and not meter.finished:
+            event.ok, event.error_type = False, "response"
+        self._app._record(self._exchange)
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+def _face_of(path: str) -> str:
+    if path.startswith("/api/"):
+        return "ollama"
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith("/v1/"):
+        return "openai"
+    return "proxy"
+
+
+def _error_body(face: str, status: int, message: str) -> dict[str, Any]:
+    if face == "ollama":
+        return ollama_face.error_body(message)
+    if face == "anthropic":
+        return anthropic_face.error_body(status, message)
+    return {"error": {"message": message, "type": _openai_error_type(status), "code": status}}
+
+
+def _openai_error_type(status: int) -> str:
+    if status == 401:
+        return "authentication_error"
+    if status == 429:
+        return "rate_limit_error"
+    if 400 <= status < 500:
+        return "invalid_request_error"
+    return "server_error"
+
+
+def _now() -> str:
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}Z"
+
+
+def _nanoseconds(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1e9)

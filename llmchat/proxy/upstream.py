@@ -1,0 +1,335 @@
+"""The proxy's upstream: one OpenAI-compatible backend or an `Inference` chain.
+
+Every completion the proxy serves goes through `Upstream.start`, which always
+streams from the upstream (a non-streaming client simply waits for the end):
+one code path for both, token counts from the usage frame, and a live
+`Response` that a client hang-up can cancel at any phase, prefill included.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..backends.openai_common import OpenAICommon
+from ..chunk import Chunk
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..response import Response
+from ..retry import Cancelled, Exhausted, Inference, TimedOut
+from ..settings import Settings
+from ..transport import Exchange, classify_exception, iter_bytes
+
+__all__ = ["Failure", "Relay", "Upstream", "openai_chunk"]
+
+# OpenAI body members that travel as Settings fields (validated there, named
+# in its errors); everything else but the call's own parts goes in extra_body.
+_SETTINGS_FIELDS = frozenset(
+    name for name in Settings.__dataclass_fields__ if name not in ("extra_body",)
+)
+_CALL_PARTS = frozenset({"messages", "tools", "tool_choice", "stream", "model"})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An upstream failure as the proxy reports it: HTTP status, message, error class."""
+
+    status: int
+    message: str
+    error_class: str
+
+
+def failure_of(response: Response) -> Failure:
+    """What a failed `response` means for the proxy's client."""
+    return Failure(
+        _status_for(response.error_class, response.error_status),
+        _err(response),
+        response.error_class or "unknown",
+    )
+
+
+def _err(response: Response) -> str:
+    return response.err or "Upstream request failed"
+
+
+def _status_for(error_class: str | None, status: int | None) -> int:
+    """The status a proxy client sees for an upstream failure.
+
+    Statuses that describe the client's own request (bad input, too large,
+    rate-limited, overloaded) pass through; an upstream credential or server
+    fault is the proxy's gateway problem (502); a silent upstream is 504.
+    """
+    if error_class == "http" and status in (400, 404, 413, 422, 429, 503, 529):
+        return int(status)
+    if error_class == "timeout":
+        return 504
+    return 502
+
+
+def is_truncation(response: Response) -> bool:
+    """True when `response` failed only because it stopped at the token limit.
+
+    llmchat treats ``length`` as a failure; a proxy client asked for the limit
+    (`num_predict`, Anthropic's required `max_tokens`) and gets an ordinary
+    ``length`` / ``max_tokens`` ending instead.
+    """
+    return (
+        not response.is_success
+        and not response.is_cancelled
+        and response.error_class == "response"
+        and response.finish_reason == "length"
+    )
+
+
+def openai_chunk(chunk: Chunk) -> dict[str, Any]:
+    """One llmchat `Chunk` as the decoded OpenAI chunk a stream translator takes.
+
+    Built from the parsed fields rather than `chunk.raw`: the upstream's
+    parser has already assembled tool calls, so each lands whole on the
+    finish chunk (as one fragment per call), and no fragment is seen twice.
+    """
+    delta: dict[str, Any] = {}
+    if chunk.content:
+        delta["content"] = chunk.content
+    if chunk.thinking:
+        delta["reasoning_content"] = chunk.thinking
+    if chunk.tool_calls:
+        delta["tool_calls"] = [
+            {"index": i, **call.to_openai()} for i, call in enumerate(chunk.tool_calls)
+        ]
+    out: dict[str, Any] = {}
+    raw = chunk.raw
+    if raw is not None and type(raw.get("id")) is str:
+        out["id"] = raw["id"]
+    if chunk.model:
+        out["model"] = chunk.model
+    if delta or chunk.is_final:
+        out["choices"] = [
+            {
+                "index": 0,
+                "delta": delta,
+                "finish_reason": chunk.finish_reason if chunk.is_final else None,
+            }
+        ]
+    else:
+        out["choices"] = []
+    if chunk.usage is not None:
+        out["usage"] = dict(chunk.usage)
+    return out
+
+
+class Call:
+    """One proxied completion: the live upstream Response, cancellable from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._response: Response | None = None
+        self._inference: Inference | None = None
+
+    def cancel(self) -> None:
+        """Stop the upstream generation in whatever phase it is; never raises."""
+        with self._lock:
+            self._cancelled = True
+            response, inference = self._response, self._inference
+        if inference is not None:
+            inference.cancel()
+        if response is not None:
+            response.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def _track(self, response: Response | None = None, inference: Inference | None = None) -> None:
+        with self._lock:
+            if response is not None:
+                self._response = response
+            if inference is not None:
+                self._inference = inference
+            cancelled = self._cancelled
+        if cancelled:
+            self.cancel()
+
+
+class Upstream:
+    """Adapts what `make_app` was given: an `OpenAICommon` backend or an `Inference`."""
+
+    def __init__(self, target: Any) -> None:
+        if isinstance(target, Inference):
+            self.inference: Inference | None = target
+            self.backend: Any = target.backends[0]
+        elif callable(getattr(target, "chat_completion_stream", None)):
+            self.inference = None
+            self.backend = target
+        else:
+            raise InvalidTypeError(
+                "upstream must be an OpenAICommon backend or an llmchat.retry.Inference, "
+                f"got {type(target).__name__}"
+            )
+
+    def __repr__(self) -> str:
+        return f"Upstream({self.inference or self.backend!r})"
+
+    # -- completions --------------------------------------------------------
+
+    def start(self, body: Mapping[str, Any], call: Call) -> Response | Failure:
+        """Start streaming the OpenAI chat `body`; the live Response, or a Failure.
+
+        Bad members raise `ValueError`/`TypeError` naming the field, before
+        any I/O. An `Inference` that runs out of backends is a Failure.
+        """
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise InvalidTypeError("messages must be a list")
+        tools = body.get("tools")
+        tool_choice = body.get("tool_choice")
+        settings = self._settings(body)
+        if self.inference is None:
+            response = self.backend.chat_completion_stream(
+                messages, tools=tools, tool_choice=tool_choice, settings=settings
+            )
+            call._track(response=response)
+            return response
+        if tool_choice is not None:
+            settings = settings.merged(
+                Settings(extra_body={**(settings.extra_body or {}), "tool_choice": tool_choice})
+            )
+        # An Inference runs one request at a time: each proxied call gets its own.
+        chain = Inference(
+            self.inference.backends,
+            max_retries=self.inference.max_retries,
+            timeout=self.inference.timeout,
+            on_attempt=self.inference.on_attempt,
+        )
+        call._track(inference=chain)
+        try:
+            response = chain.run_stream(messages, tools=tools, settings=settings)
+        except Cancelled:
+            return Failure(499, "Cancelled", "client_abort")
+        except TimedOut as exc:
+            return Failure(504, _last_message(exc), "timeout")
+        except Exhausted as exc:
+            last = exc.attempts[-1] if exc.attempts else None
+            status = _status_for(last.error_class, last.error_status) if last else 502
+            return Failure(status, _last_message(exc), last.error_class if last else "unknown")
+        call._track(response=response)
+        return response
+
+    def _settings(self, body: Mapping[str, Any]) -> Settings:
+        fields: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in body.items():
+            if key in _CALL_PARTS or value is None:
+                continue
+            if key in _SETTINGS_FIELDS:
+                fields[key] = value
+            else:
+                extra[key] = value
+        model = body.get("model")
+        if (
+            self.inference is None
+            and getattr(self.backend, "model", None) is None
+            and isinstance(model, str)
+            and model
+        ):
+            # A backend with no model of its own serves whatever the client names;
+            # one with a model (or a chain) keeps its own.
+            extra["model"] = model
+        if extra:
+            fields["extra_body"] = extra
+        return Settings(**fields)
+
+    # -- models -------------------------------------------------------------
+
+    def model_names(self) -> list[str]:
+        """Model ids the upstream lists at ``GET /models``; its configured ones if that fails."""
+        names: list[str] = []
+        backend = self.backend
+        if isinstance(backend, OpenAICommon):
+            payload, _ = backend._request_json(
+                "GET", backend.api_url + "/models", label="GET /models"
+            )
+            data = payload.get("data") if isinstance(payload, Mapping) else None
+            if isinstance(data, list):
+                for item in data:
+                    name = item.get("id") if isinstance(item, Mapping) else None
+                    if isinstance(name, str) and name and name not in names:
+                        names.append(name)
+        configured = [getattr(b, "model", None) for b in self._backends()]
+        for name in configured:
+            if isinstance(name, str) and name and name not in names:
+                names.append(name)
+        return names
+
+    def _backends(self) -> list[Any]:
+        return list(self.inference.backends) if self.inference is not None else [self.backend]
+
+    # -- byte relay ---------------------------------------------------------
+
+    def relay(self, method: str, path: str, data: bytes | None) -> Relay:
+        """Open `method path` on the first backend with its own credentials; the body unread.
+
+        For the OpenAI face: the client's body goes upstream as sent and the
+        answer comes back byte for byte. Raises `InvalidArgumentError` when
+        the upstream cannot relay (not an HTTP backend).
+        """
+        backend = self.backend
+        if not isinstance(backend, OpenAICommon):
+            raise InvalidArgumentError("this upstream cannot relay raw OpenAI requests")
+        headers = backend._get_api_headers()
+        if data is None:
+            headers = {k: v for k, v in headers.items() if k != "Content-Type"}
+        exchange = Exchange()
+        exchange.arm_deadline(backend.timeouts.request)
+        relay = Relay(exchange)
+        try:
+            http = backend._transport.open(method, backend.api_url + path, headers, data, exchange)
+        except Exception as exc:
+            exchange.finish()
+            error_class, message = classify_exception(
+                exc, exchange=exchange, after_headers=False, timeouts=backend.timeouts
+            )
+            relay.failure = Failure(_status_for(error_class, None), message, error_class)
+            return relay
+        relay.http = http
+        return relay
+
+
+class Relay:
+    """An upstream exchange whose body is passed through untouched."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self.http: Any = None
+        self.failure: Failure | None = None
+
+    def chunks(self) -> Iterator[bytes]:
+        """The upstream body as it arrives; stops quietly when the exchange is aborted."""
+        try:
+            yield from iter_bytes(self.http)
+        except Exception as exc:
+            if self.exchange.aborted != "cancel":
+                raise RelayBroken(str(exc)) from exc
+        finally:
+            self.close()
+
+    def cancel(self) -> None:
+        self.exchange.abort("cancel")
+
+    def close(self) -> None:
+        self.exchange.finish()
+        if self.http is not None:
+            self.http.close()
+
+
+class RelayBroken(Exception):
+    """The upstream body broke off mid-relay."""
+
+
+def _last_message(exc: Exhausted) -> str:
+    for attempt in reversed(exc.attempts):
+        if attempt.message:
+            return attempt.message
+    return "No upstream backend produced an answer"

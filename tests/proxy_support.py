@@ -1,0 +1,43 @@
+"""Running the proxy for tests: the real WSGI server on loopback, in a thread."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from llmchat.proxy import make_app, make_server
+
+
+class UsageSink:
+    """Collects usage events; `wait(n)` blocks until n arrived (they land after the body)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def wait(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.events) >= n, timeout):
+                raise AssertionError(f"expected {n} usage events, got {self.events}")
+            return list(self.events)
+
+
+@contextlib.contextmanager
+def running_proxy(upstream: Any, **options: Any) -> Iterator[str]:
+    """Serve `make_app(upstream, **options)` on a free loopback port; yield its base URL."""
+    server = make_server(make_app(upstream, **options), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, name="test-proxy", daemon=True)
+    thread.start()
+    try:
+        yield server.url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
