@@ -660,3 +660,62 @@ def test_pause_is_not_a_hang_up(upstream_server):
     with OpenAICommon(upstream_server.url) as b, running_proxy(b) as url:
         reply = _ollama_client(url).chat(model="m", messages=[{"role": "user", "content": "hi"}])
     assert reply.message.content == "slow"
+
+
+# -- reasoning, and Ollama's load request ---------------------------------------
+
+
+def _reasoning_stream() -> Reply:
+    return Reply.sse(
+        [
+            _chunk({"role": "assistant", "reasoning_content": "Let me think. "}),
+            _chunk({"content": "Answer."}),
+            _chunk({}, "stop"),
+            _usage(3, 4),
+        ]
+    )
+
+
+@pytest.mark.parametrize("think", [None, False])
+def test_ollama_thinking_shown_unless_think_is_false(upstream_server, think):
+    upstream_server.set_script([_reasoning_stream()])
+    with OpenAICommon(upstream_server.url) as b, running_proxy(b) as url:
+        parts = list(
+            _ollama_client(url).chat(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=True, think=think
+            )
+        )
+    thinking = "".join(p.message.thinking or "" for p in parts)
+    assert "".join(p.message.content for p in parts) == "Answer."
+    assert thinking == ("" if think is False else "Let me think. ")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_anthropic_thinking_blocks_only_when_enabled(upstream_server, enabled):
+    upstream_server.set_script([_reasoning_stream()])
+    extra = {"thinking": {"type": "enabled", "budget_tokens": 1024}} if enabled else {}
+    with OpenAICommon(upstream_server.url) as b, running_proxy(b) as url:
+        with _anthropic_client(url).messages.stream(
+            model="c", max_tokens=2048, messages=[{"role": "user", "content": "hi"}], **extra
+        ) as s:
+            message = s.get_final_message()
+    kinds = [block.type for block in message.content]
+    if enabled:
+        assert kinds == ["thinking", "text"]
+        assert message.content[0].thinking == "Let me think. "
+    else:
+        assert kinds == ["text"]
+    assert message.content[-1].text == "Answer."
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_ollama_load_request_is_answered_without_the_upstream(backend, upstream_server, stream):
+    with running_proxy(backend) as url:
+        client = _ollama_client(url)
+        generated = client.generate(model="m", stream=stream)
+        chatted = client.chat(model="m", messages=[], stream=stream)
+        if stream:
+            generated, chatted = list(generated)[-1], list(chatted)[-1]
+    assert generated.done and generated.done_reason == "load" and generated.response == ""
+    assert chatted.done and chatted.done_reason == "load"
+    assert not [r for r in upstream_server.requests if r.method == "POST"]

@@ -278,17 +278,39 @@ class ProxyApp:
     def _ollama_chat(self, exchange: _Exchange) -> Iterable[bytes]:
         body = self._read_json(exchange)
         request = ollama_face.chat_request(body)
-        return self._complete(exchange, request, _OllamaFinish(body.get("model"), "chat"))
+        face = _OllamaFinish(body, "chat")
+        if not body.get("messages"):
+            return self._ollama_load(exchange, request, face)
+        return self._complete(exchange, request, face)
 
     def _ollama_generate(self, exchange: _Exchange) -> Iterable[bytes]:
         body = self._read_json(exchange)
         request = ollama_face.generate_request(body)
-        return self._complete(exchange, request, _OllamaFinish(body.get("model"), "generate"))
+        face = _OllamaFinish(body, "generate")
+        if not body.get("prompt") and not body.get("images"):
+            return self._ollama_load(exchange, request, face)
+        return self._complete(exchange, request, face)
+
+    def _ollama_load(
+        self, exchange: _Exchange, request: dict[str, Any], face: _OllamaFinish
+    ) -> list[bytes]:
+        """Ollama's "load the model" request (nothing to say): answered at once, as Ollama does.
+
+        The upstream loads its own model; there is nothing to forward.
+        """
+        body = face.loaded()
+        if not request.get("stream"):
+            return self._json(exchange, 200, body)
+        data = wire_json.encode(body) + b"\n"
+        exchange.event.stream = True
+        exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
+        self._record(exchange)
+        return [data]
 
     def _anthropic_messages(self, exchange: _Exchange) -> Iterable[bytes]:
         body = self._read_json(exchange)
         request = anthropic_face.messages_request(body)
-        return self._complete(exchange, request, _AnthropicFinish(body.get("model")))
+        return self._complete(exchange, request, _AnthropicFinish(body))
 
     def _complete(
         self, exchange: _Exchange, request: dict[str, Any], face: _Face
@@ -325,7 +347,7 @@ class ProxyApp:
             return self._upstream_error(exchange, failure_of(response), watch)
         translator = face.stream()
         exchange.begin(200, translator.content_type, _STREAM_HEADERS)
-        return _StreamBody(self, exchange, response, translator, first, chunks, watch)
+        return _StreamBody(self, exchange, response, translator, face, first, chunks, watch)
 
     def _upstream_error(
         self, exchange: _Exchange, failure: Failure, watch: HangupWatch
@@ -402,23 +424,46 @@ class _Face:
     def stream(self) -> Any:
         raise NotImplementedError
 
+    def chunk(self, chunk: Any) -> dict[str, Any]:
+        return openai_chunk(chunk)
+
     def body(self, response: Response) -> dict[str, Any]:
         raise NotImplementedError
 
 
 class _OllamaFinish(_Face):
-    def __init__(self, model: Any, shape: str) -> None:
+    def __init__(self, body: Mapping[str, Any], shape: str) -> None:
+        model = body.get("model")
         self.model = model if isinstance(model, str) else ""
         self.shape = shape
+        # "think": false asks for no reasoning; a server may reason anyway, so hide it.
+        self.thinking = body.get("think") is not False
 
     def stream(self) -> OllamaStream:
         return OllamaStream(self.model, shape=self.shape)
+
+    def chunk(self, chunk: Any) -> dict[str, Any]:
+        return openai_chunk(chunk, thinking=self.thinking)
+
+    def loaded(self) -> dict[str, Any]:
+        common = dict(
+            model=self.model,
+            text="",
+            thinking=None,
+            done_reason="load",
+            input_tokens=None,
+            output_tokens=None,
+            created_at=_now(),
+        )
+        if self.shape == "chat":
+            return ollama_face.chat_body(tool_calls=[], **common)
+        return ollama_face.generate_body(**common)
 
     def body(self, response: Response) -> dict[str, Any]:
         common = dict(
             model=response.model or self.model,
             text=response.msg,
-            thinking=response.reasoning_text,
+            thinking=response.reasoning_text if self.thinking else None,
             done_reason=response.finish_reason or "stop",
             input_tokens=response.prompt_tokens,
             output_tokens=response.completion_tokens,
@@ -431,8 +476,18 @@ class _OllamaFinish(_Face):
 
 
 class _AnthropicFinish(_Face):
-    def __init__(self, model: Any) -> None:
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        model = body.get("model")
         self.model = model if isinstance(model, str) else ""
+        # Anthropic shows thinking blocks only to a client that turned thinking on.
+        thinking = body.get("thinking")
+        self.thinking = isinstance(thinking, Mapping) and thinking.get("type") in (
+            "enabled",
+            "adaptive",
+        )
+
+    def chunk(self, chunk: Any) -> dict[str, Any]:
+        return openai_chunk(chunk, thinking=self.thinking)
 
     def stream(self) -> AnthropicStream:
         return AnthropicStream(self.model)
@@ -442,7 +497,7 @@ class _AnthropicFinish(_Face):
             model=response.model or self.model,
             message_id="msg_" + (response.id or uuid.uuid4().hex),
             text=response.msg,
-            thinking=response.reasoning_text,
+            thinking=response.reasoning_text if self.thinking else None,
             tool_calls=list(response.tool_calls),
             stop_reason=stop_reason_for(response.finish_reason, bool(response.tool_calls)),
             input_tokens=response.prompt_tokens,
@@ -467,6 +522,7 @@ class _StreamBody:
         exchange: _Exchange,
         response: Response,
         translator: Any,
+        face: _Face,
         first: Any,
         chunks: Iterator[Any],
         watch: HangupWatch,
@@ -475,6 +531,7 @@ class _StreamBody:
         self._exchange = exchange
         self._response = response
         self._translator = translator
+        self._face = face
         self._first = first
         self._chunks = chunks
         self._watch = watch
@@ -488,7 +545,7 @@ class _StreamBody:
             yield head
         chunk = self._first
         while chunk is not None:
-            data = translator.delta(openai_chunk(chunk))
+            data = translator.delta(self._face.chunk(chunk))
             if data:
                 yield data
             if translator.errored:

@@ -82,17 +82,18 @@ def is_truncation(response: Response) -> bool:
     )
 
 
-def openai_chunk(chunk: Chunk) -> dict[str, Any]:
+def openai_chunk(chunk: Chunk, *, thinking: bool = True) -> dict[str, Any]:
     """One llmchat `Chunk` as the decoded OpenAI chunk a stream translator takes.
 
     Built from the parsed fields rather than `chunk.raw`: the upstream's
     parser has already assembled tool calls, so each lands whole on the
     finish chunk (as one fragment per call), and no fragment is seen twice.
+    `thinking=False` leaves reasoning out (a client that asked not to see it).
     """
     delta: dict[str, Any] = {}
     if chunk.content:
         delta["content"] = chunk.content
-    if chunk.thinking:
+    if thinking and chunk.thinking:
         delta["reasoning_content"] = chunk.thinking
     if chunk.tool_calls:
         delta["tool_calls"] = [
