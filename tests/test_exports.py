@@ -48,3 +48,45 @@ def test_import_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_proxy_and_translators_have_the_api_md_shapes() -> None:
+    import inspect
+
+    from llmchat.protocols.anthropic import AnthropicStream
+    from llmchat.protocols.ollama import OllamaStream
+    from llmchat.proxy import make_app
+
+    params = inspect.signature(make_app).parameters
+    assert list(params) == ["upstream", "usage_log", "api_key", "max_body_bytes"]
+    assert params["max_body_bytes"].default == 10_000_000
+    assert params["usage_log"].default is None and params["api_key"].default is None
+    for translator in (OllamaStream("m"), AnthropicStream("m")):
+        for name in ("start", "delta", "finish", "error_event", "usage"):
+            assert callable(getattr(translator, name)), name
+        assert translator.errored is False
+        assert isinstance(translator.content_type, str)
+    assert list(inspect.signature(OllamaStream.finish).parameters)[1:] == [
+        "done_reason",
+        "input_tokens",
+        "output_tokens",
+    ]
+    assert list(inspect.signature(AnthropicStream.finish).parameters)[1:] == [
+        "stop_reason",
+        "input_tokens",
+        "output_tokens",
+    ]
+
+
+def test_protocols_depend_only_on_tools_chunk_and_wire_json() -> None:
+    """ARCHITECTURE.md: the translators stay usable without the HTTP stack."""
+    from pathlib import Path
+
+    allowed = {"tools", "chunk", "wire_json"}
+    folder = Path(llmchat.__file__).parent / "protocols"
+    for path in folder.glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for module, names in re.findall(r"^from \.\.(\w*) import ([\w, ]+)", text, re.M):
+            for name in [module] if module else re.findall(r"\w+", names):
+                assert name in allowed, f"{path.name} imports llmchat.{name}"
+        assert "import llmchat" not in text.replace("import llmchat.protocols", "")
