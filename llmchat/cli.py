@@ -145,8 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--model",
         default=os.environ.get("LLMCHAT_MODEL"),
-        help="the upstream model to use whatever clients name (default: $LLMCHAT_MODEL; "
-        "unset: the client's model name is passed on)",
+        help="the upstream model the Ollama and Anthropic faces use whatever clients name "
+        "(default: $LLMCHAT_MODEL; unset: the client's model name is passed on; the OpenAI "
+        "relay always passes the client's body on as sent)",
     )
     proxy.add_argument(
         "--api-key-env",

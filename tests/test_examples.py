@@ -22,6 +22,9 @@ EXPECTED = {
     "text_completion_llama3.py": b"answer: Paris is the capital of France.",
     "tool_loop.py": "final: It is 18°C in Paris.".encode(),
     "fallback_chain.py": b"answer: Paris. (from loopback)",
+    "ollama_face.py": (
+        b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]"
+    ),
 }
 
 

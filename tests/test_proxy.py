@@ -454,10 +454,12 @@ def test_api_key_is_required_on_every_face(backend):
             model="m", messages=[{"role": "user", "content": "hi"}]
         )
         health = requests.get(url + "/health", timeout=WAIT)
+        unknown = requests.get(url + "/api/secret-route", timeout=WAIT)
         relay = requests.post(url + "/v1/chat/completions", json={"messages": []}, timeout=WAIT)
     assert good.content[0].text == TEXT and authed.message.content == TEXT
     assert info.value.status_code == 401
     assert health.status_code == 200
+    assert unknown.status_code == 401  # routes are not mapped for a caller without the key
     assert relay.status_code == 401 and "s3cret" not in relay.text
 
 

@@ -30,6 +30,7 @@ from .relay_meter import RelayMeter
 from .upstream import (
     Call,
     Failure,
+    Relay,
     RelayBroken,
     Upstream,
     failure_of,
@@ -163,17 +164,18 @@ class ProxyApp:
         route = self._routes.get((method, path))
         face = route[0] if route else _face_of(path)
         exchange = _Exchange(environ, start_response, face)
-        if route is None:
-            known = any(p == path for _, p in self._routes)
-            if known:
-                return self._error(exchange, 405, f"{method} is not allowed on {path}", "method")
-            return self._error(exchange, 404, f"No route for {method} {path}", "not_found")
+        # The key is checked first, so a caller without it cannot map the routes.
         if (
             self._api_key is not None
             and path not in ("/", "/health")
             and not self._authorized(environ)
         ):
             return self._error(exchange, 401, "Missing or wrong API key", "unauthorized")
+        if route is None:
+            known = any(p == path for _, p in self._routes)
+            if known:
+                return self._error(exchange, 405, f"{method} is not allowed on {path}", "method")
+            return self._error(exchange, 404, f"No route for {method} {path}", "not_found")
         try:
             return route[1](exchange)
         except _ClientError as exc:
@@ -391,8 +393,19 @@ class ProxyApp:
     def _relay(
         self, exchange: _Exchange, method: str, path: str, data: bytes | None
     ) -> Iterable[bytes]:
-        relay = self.upstream.relay(method, path, data)
+        relay = Relay()
+        # Watched from before the upstream is even asked: a non-streamed answer
+        # sends no headers until generation ends, so prefill may be all there is.
+        watch = HangupWatch(client_socket(exchange.environ), relay.cancel).start()
+        try:
+            self.upstream.relay(relay, method, path, data)
+        except BaseException:
+            watch.stop()
+            raise
         if relay.failure is not None:
+            watch.stop()
+            if watch.hung_up.is_set() or relay.failure.error_class == "client_abort":
+                return self._aborted(exchange)
             exchange.event.error_type = relay.failure.error_class
             return self._error(
                 exchange, relay.failure.status, relay.failure.message, relay.failure.error_class
@@ -400,7 +413,6 @@ class ProxyApp:
         http = relay.http
         content_type = http.headers.get("Content-Type", "application/json")
         meter = RelayMeter(event_stream=content_type.startswith("text/event-stream"))
-        watch = HangupWatch(client_socket(exchange.environ), relay.cancel).start()
         exchange.begin(
             http.status_code, content_type, _STREAM_HEADERS if meter.event_stream else ()
         )

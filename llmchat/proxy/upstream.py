@@ -269,12 +269,14 @@ class Upstream:
 
     # -- byte relay ---------------------------------------------------------
 
-    def relay(self, method: str, path: str, data: bytes | None) -> Relay:
-        """Open `method path` on the first backend with its own credentials; the body unread.
+    def relay(self, relay: Relay, method: str, path: str, data: bytes | None) -> None:
+        """Open `method path` on the first backend with its own credentials, into `relay`.
 
         For the OpenAI face: the client's body goes upstream as sent and the
-        answer comes back byte for byte. Raises `InvalidArgumentError` when
-        the upstream cannot relay (not an HTTP backend).
+        answer comes back byte for byte. Blocks until the upstream's headers
+        arrive (or `relay.cancel()` is called from another thread); on failure
+        `relay.failure` says why. Raises `InvalidArgumentError` when the
+        upstream cannot relay (not an HTTP backend).
         """
         backend = self.backend
         if not isinstance(backend, OpenAICommon):
@@ -282,27 +284,28 @@ class Upstream:
         headers = backend._get_api_headers()
         if data is None:
             headers = {k: v for k, v in headers.items() if k != "Content-Type"}
-        exchange = Exchange()
+        exchange = relay.exchange
         exchange.arm_deadline(backend.timeouts.request)
-        relay = Relay(exchange)
         try:
             http = backend._transport.open(method, backend.api_url + path, headers, data, exchange)
         except Exception as exc:
             exchange.finish()
+            if exchange.aborted == "cancel":
+                relay.failure = Failure(499, "Cancelled", "client_abort")
+                return
             error_class, message = classify_exception(
                 exc, exchange=exchange, after_headers=False, timeouts=backend.timeouts
             )
             relay.failure = Failure(_status_for(error_class, None), message, error_class)
-            return relay
+            return
         relay.http = http
-        return relay
 
 
 class Relay:
     """An upstream exchange whose body is passed through untouched."""
 
-    def __init__(self, exchange: Exchange) -> None:
-        self.exchange = exchange
+    def __init__(self) -> None:
+        self.exchange = Exchange()
         self.http: Any = None
         self.failure: Failure | None = None
 
