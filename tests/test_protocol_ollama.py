@@ -367,3 +367,14 @@ def test_real_ollama_generate_response_model_accepts_every_line() -> None:
     assert "".join(p.response for p in parsed) == "Answer"
     assert parsed[-1].done is True
     assert parsed[-1].eval_count == 6
+
+
+def test_created_at_is_now_in_utc_and_never_goes_back() -> None:
+    from datetime import datetime, timezone
+
+    stream = OllamaStream("m")
+    stamps = [one(stream.delta(text_chunk(str(i))))["created_at"] for i in range(200)]
+    assert all(RFC3339_Z.match(s) for s in stamps)
+    parsed = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in stamps]
+    assert parsed == sorted(parsed)
+    assert abs((datetime.now(timezone.utc) - parsed[-1]).total_seconds()) < 5

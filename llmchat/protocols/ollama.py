@@ -8,8 +8,8 @@ Ollama client reads its token counts from (``done: true``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from .. import wire_json
@@ -22,6 +22,25 @@ _SHAPES = ("chat", "generate")
 _MALFORMED = "Upstream sent a stream chunk that could not be translated"
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
 _CLOSE_FAILED = "The stream could not be closed"
+
+
+_second_prefix: tuple[int, str] = (-1, "")
+
+
+def _timestamp() -> str:
+    """Now in UTC as Ollama writes ``created_at``: RFC 3339 with microseconds.
+
+    The date and time part is formatted once per second: it is written on every
+    line, and strftime per line was a measurable share of the proxy's cost.
+    """
+    global _second_prefix
+    now = time.time()
+    second = int(now)
+    cached, prefix = _second_prefix
+    if cached != second:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+        _second_prefix = (second, prefix)  # one tuple swap: safe across threads
+    return f"{prefix}{int((now - second) * 1_000_000):06d}Z"
 
 
 class OllamaStream:
@@ -188,8 +207,7 @@ class OllamaStream:
 
     @staticmethod
     def _now() -> str:
-        now = datetime.now(timezone.utc)
-        return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}Z"
+        return _timestamp()
 
     @staticmethod
     def _line(obj: Mapping[str, Any]) -> bytes:
