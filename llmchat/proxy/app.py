@@ -594,7 +594,7 @@ class _StreamBody:
         event.content_bytes = content_bytes
         if response.model and not event.model:
             event.model = response.model
-        if not self._completed or self._watch.hung_up.is_set():
+        if not self._completed:  # a client leaving after the last byte is no abort
             event.status, event.ok, event.error_type = CLIENT_ABORT_STATUS, False, "client_abort"
         elif self._translator.errored:
             event.ok = False
@@ -642,7 +642,7 @@ class _RelayBody:
         event.content_bytes = meter.content_bytes
         if meter.model and not event.model:
             event.model = meter.model
-        if not self._completed or self._watch.hung_up.is_set():
+        if not self._completed:  # a client leaving after the last byte is no abort
             if event.error_type is None:
                 event.status, event.ok, event.error_type = (
                     CLIENT_ABORT_STATUS,
