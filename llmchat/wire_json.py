@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["encode", "encode_str"]
+__all__ = ["encode", "encode_data", "encode_str"]
 
 
 # Data subtrees go through the C encoder in one call: this is what keeps
@@ -98,6 +98,23 @@ def encode(body: Any) -> bytes:
         raise InvalidArgumentError(
             f"body: a string holds a lone surrogate ({text[exc.start]!r}), which UTF-8 cannot carry"
         ) from None
+
+
+def encode_data(value: Any) -> bytes:
+    """Compact, sorted-member UTF-8 JSON of plain data: no schema reordering, one C call.
+
+    For what llmchat writes rather than posts — the stream translators' lines,
+    written once per token — where a JSON Schema position cannot occur, and
+    whose keys llmchat itself chose. Data `encode` accepts gives the bytes
+    `encode` gives. NaN, a lone surrogate or a value JSON cannot carry raise
+    `encode`'s errors, naming the path; unlike `encode`, a non-string key is
+    written as a string, as `json.dumps` does, since checking every key would
+    cost more than the encoding.
+    """
+    try:
+        return _dump_data(value).encode("utf-8")
+    except (ValueError, TypeError, UnicodeEncodeError):
+        return encode(value)  # raises, and says what is wrong where
 
 
 def encode_str(body: Any) -> str:

@@ -293,3 +293,39 @@ def test_non_schema_values_in_schema_positions_are_data() -> None:
         "json_schema": {"properties": [1, 2], "items": 3, "anyOf": {"b": 1, "a": 2}},
     }
     assert json.loads(wire_json.encode(body)) == body
+
+
+# -- encode_data: the translators' line encoder ----------------------------------
+
+_SCHEMA_POSITIONS = {"tools", "functions", "response_format", "json_schema"}
+
+
+@given(json_values)
+def test_encode_data_matches_encode_on_plain_data(value: Any) -> None:
+    if isinstance(value, dict) and _SCHEMA_POSITIONS & set(value):
+        return  # encode reads those top-level members as schemas; encode_data never does
+    assert wire_json.encode_data(value) == wire_json.encode(value)
+
+
+def test_encode_data_never_reorders_a_schema() -> None:
+    arguments = {
+        "tools": [
+            {"function": {"parameters": {"required": ["b", "a"], "properties": {"a": {}, "b": {}}}}}
+        ]
+    }
+    text = wire_json.encode_data(arguments).decode()
+    assert text.index('"a"') < text.index('"b"')  # sorted data, not required order
+    assert json.loads(text) == arguments
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "words"),
+    [
+        ({"a": [float("nan")]}, InvalidArgumentError, "body.a[0]"),
+        ({"a": "\ud800"}, InvalidArgumentError, "lone surrogate"),
+        ({"a": {"b": object()}}, InvalidTypeError, "body.a.b"),
+    ],
+)
+def test_encode_data_refuses_what_encode_refuses(value: Any, error: type, words: str) -> None:
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
+        wire_json.encode_data(value)

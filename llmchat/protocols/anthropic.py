@@ -275,7 +275,7 @@ class AnthropicStream:
         arguments = function.get("arguments")
         if isinstance(arguments, Mapping):
             # A few servers send the whole object at once instead of text.
-            arguments = wire_json.encode_str(arguments) if arguments else ""
+            arguments = wire_json.encode_data(arguments).decode("utf-8") if arguments else ""
         if not isinstance(arguments, str):
             arguments = ""
         if tool.closed:
@@ -381,4 +381,6 @@ class AnthropicStream:
     @staticmethod
     def _event(name: str, fields: Mapping[str, Any]) -> bytes:
         body = {"type": name, **fields}
-        return b"event: " + name.encode("ascii") + b"\ndata: " + wire_json.encode(body) + b"\n\n"
+        return (
+            b"event: " + name.encode("ascii") + b"\ndata: " + wire_json.encode_data(body) + b"\n\n"
+        )

@@ -211,4 +211,4 @@ class OllamaStream:
 
     @staticmethod
     def _line(obj: Mapping[str, Any]) -> bytes:
-        return wire_json.encode(obj) + b"\n"
+        return wire_json.encode_data(obj) + b"\n"

@@ -306,7 +306,7 @@ def _tool_use(block: Mapping[str, Any], where: str) -> dict[str, Any]:
         arguments = {}
     require_mapping(arguments, f"{where}.input")
     try:
-        text = wire_json.encode(arguments).decode("utf-8")
+        text = wire_json.encode_data(arguments).decode("utf-8")
     except (InvalidArgumentError, InvalidTypeError) as exc:
         raise type(exc)(f"{where}.input: {exc}") from None
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}

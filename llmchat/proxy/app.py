@@ -198,7 +198,7 @@ class ProxyApp:
     # -- answers ------------------------------------------------------------
 
     def _json(self, exchange: _Exchange, status: int, obj: Any) -> list[bytes]:
-        data = wire_json.encode(obj)
+        data = wire_json.encode_data(obj)
         exchange.begin(status, "application/json", [("Content-Length", str(len(data)))])
         self._record(exchange)
         return [data]
@@ -303,7 +303,7 @@ class ProxyApp:
         body = face.loaded()
         if not request.get("stream"):
             return self._json(exchange, 200, body)
-        data = wire_json.encode(body) + b"\n"
+        data = wire_json.encode_data(body) + b"\n"
         exchange.event.stream = True
         exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
         self._record(exchange)

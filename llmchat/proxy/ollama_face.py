@@ -532,7 +532,7 @@ def _arguments(value: Any, where: str) -> str:
     if not isinstance(value, Mapping):
         raise InvalidTypeError(f"{where}: must be a JSON object, not {json_type(value)}")
     try:
-        return wire_json.encode(value).decode("utf-8")
+        return wire_json.encode_data(value).decode("utf-8")
     except (InvalidArgumentError, InvalidTypeError) as exc:
         raise type(exc)(f"{where}: {exc}") from None
 

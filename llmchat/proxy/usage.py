@@ -76,7 +76,7 @@ class UsageLog:
             if callable(target):
                 target(record)
                 return
-            line = wire_json.encode(record) + b"\n"
+            line = wire_json.encode_data(record) + b"\n"
             with self._lock, open(target, "ab") as out:
                 out.write(line)
         except Exception:
