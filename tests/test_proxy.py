@@ -721,3 +721,30 @@ def test_ollama_load_request_is_answered_without_the_upstream(backend, upstream_
     assert generated.done and generated.done_reason == "load" and generated.response == ""
     assert chatted.done and chatted.done_reason == "load"
     assert not [r for r in upstream_server.requests if r.method == "POST"]
+
+
+def test_ollama_unload_request(backend, upstream_server):
+    with running_proxy(backend) as url:
+        answer = _ollama_client(url).generate(model="m", keep_alive=0)
+    assert answer.done and answer.done_reason == "unload"
+    assert not [r for r in upstream_server.requests if r.method == "POST"]
+
+
+def test_ollama_show_reports_the_upstream_context(backend, upstream_server):
+    with running_proxy(backend) as url:
+        shown = _ollama_client(url).show("qwen3")
+        missing = requests.post(url + "/api/show", json={}, timeout=WAIT)
+    arch = shown.modelinfo["general.architecture"]
+    assert shown.modelinfo[f"{arch}.context_length"] == 4096  # ChatResponder's n_ctx
+    assert "num_ctx 4096" in shown.parameters
+    assert "tools" in shown.capabilities
+    assert any(r.path == "/props" for r in upstream_server.requests)
+    assert missing.status_code == 400 and "model" in missing.json()["error"]
+
+
+def test_ollama_show_without_a_probe_answer(upstream_server):
+    upstream_server.set_script(Reply.error(404, "File Not Found"))
+    with OpenAICommon(upstream_server.url) as b, running_proxy(b) as url:
+        shown = _ollama_client(url).show("qwen3")
+    assert shown.modelinfo == {"general.architecture": "llama"}
+    assert shown.parameters in ("", None)

@@ -146,6 +146,7 @@ class ProxyApp:
             ("GET", "/api/version"): ("ollama", self._ollama_version),
             ("GET", "/api/tags"): ("ollama", self._ollama_tags),
             ("GET", "/api/ps"): ("ollama", self._ollama_ps),
+            ("POST", "/api/show"): ("ollama", self._ollama_show),
             ("POST", "/api/chat"): ("ollama", self._ollama_chat),
             ("POST", "/api/generate"): ("ollama", self._ollama_generate),
             ("POST", "/v1/messages"): ("anthropic", self._anthropic_messages),
@@ -275,6 +276,14 @@ class ProxyApp:
     def _ollama_ps(self, exchange: _Exchange) -> list[bytes]:
         return self._json(exchange, 200, ollama_face.ps_body(self.upstream.model_names()))
 
+    def _ollama_show(self, exchange: _Exchange) -> list[bytes]:
+        body = self._read_json(exchange)
+        model = body.get("model", body.get("name"))
+        if not isinstance(model, str) or not model:
+            raise _ClientError(400, "model: a model name is required", "invalid_request")
+        limits = self.upstream.limits()
+        return self._json(exchange, 200, ollama_face.show_body(limits.get("context_length")))
+
     # -- completions --------------------------------------------------------
 
     def _ollama_chat(self, exchange: _Exchange) -> Iterable[bytes]:
@@ -282,7 +291,7 @@ class ProxyApp:
         request = ollama_face.chat_request(body)
         face = _OllamaFinish(body, "chat")
         if not body.get("messages"):
-            return self._ollama_load(exchange, request, face)
+            return self._ollama_load(exchange, body, request, face)
         return self._complete(exchange, request, face)
 
     def _ollama_generate(self, exchange: _Exchange) -> Iterable[bytes]:
@@ -290,20 +299,24 @@ class ProxyApp:
         request = ollama_face.generate_request(body)
         face = _OllamaFinish(body, "generate")
         if not body.get("prompt") and not body.get("images"):
-            return self._ollama_load(exchange, request, face)
+            return self._ollama_load(exchange, body, request, face)
         return self._complete(exchange, request, face)
 
     def _ollama_load(
-        self, exchange: _Exchange, request: dict[str, Any], face: _OllamaFinish
+        self,
+        exchange: _Exchange,
+        body: Mapping[str, Any],
+        request: dict[str, Any],
+        face: _OllamaFinish,
     ) -> list[bytes]:
         """Ollama's "load the model" request (nothing to say): answered at once, as Ollama does.
 
         The upstream loads its own model; there is nothing to forward.
         """
-        body = face.loaded()
+        answer = face.loaded(_unloading(body))
         if not request.get("stream"):
-            return self._json(exchange, 200, body)
-        data = wire_json.encode_data(body) + b"\n"
+            return self._json(exchange, 200, answer)
+        data = wire_json.encode_data(answer) + b"\n"
         exchange.event.stream = True
         exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
         self._record(exchange)
@@ -457,12 +470,12 @@ class _OllamaFinish(_Face):
     def chunk(self, chunk: Any) -> dict[str, Any]:
         return openai_chunk(chunk, thinking=self.thinking)
 
-    def loaded(self) -> dict[str, Any]:
+    def loaded(self, unload: bool = False) -> dict[str, Any]:
         common = dict(
             model=self.model,
             text="",
             thinking=None,
-            done_reason="load",
+            done_reason="unload" if unload else "load",
             input_tokens=None,
             output_tokens=None,
             created_at=_now(),
@@ -655,6 +668,14 @@ class _RelayBody:
 
 
 # -- helpers ------------------------------------------------------------------
+
+
+def _unloading(body: Mapping[str, Any]) -> bool:
+    """Ollama's ``keep_alive: 0`` on an empty request means "unload the model"."""
+    keep_alive = body.get("keep_alive")
+    if isinstance(keep_alive, (int, float)) and not isinstance(keep_alive, bool):
+        return keep_alive == 0
+    return isinstance(keep_alive, str) and keep_alive.strip() in ("0", "0s", "0m", "0h")
 
 
 def _face_of(path: str) -> str:

@@ -294,6 +294,37 @@ def ps_body(models: list[str]) -> dict[str, Any]:
     }
 
 
+SHOW_ARCHITECTURE: Final = "llama"
+"""The ``general.architecture`` `/api/show` names. Clients find the context
+length under ``<architecture>.context_length``; the real architecture is unknown
+behind an OpenAI upstream, and ``llama`` is the one clients assume most."""
+
+
+def show_body(context_length: int | None) -> dict[str, Any]:
+    """The ``/api/show`` body: what a client can learn about the upstream model.
+
+    `context_length` (from the upstream's probe) goes under
+    ``model_info["llama.context_length"]`` and as ``num_ctx`` in
+    ``parameters``, where Ollama clients read the window they may fill; it is
+    left out when unknown. Capabilities are ``completion`` and ``tools``.
+    """
+    info: dict[str, Any] = {"general.architecture": SHOW_ARCHITECTURE}
+    parameters = ""
+    if context_length is not None:
+        info[f"{SHOW_ARCHITECTURE}.context_length"] = int(context_length)
+        parameters = f"num_ctx {int(context_length)}"
+    return {
+        "modified_at": _EPOCH,
+        "template": "",
+        "modelfile": "",
+        "license": "",
+        "details": _details(),
+        "model_info": info,
+        "parameters": parameters,
+        "capabilities": ["completion", "tools"],
+    }
+
+
 def version_body() -> dict[str, Any]:
     """The ``/api/version`` body: ``{"version": OLLAMA_VERSION}``."""
     return {"version": OLLAMA_VERSION}

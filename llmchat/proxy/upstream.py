@@ -8,6 +8,7 @@ one code path for both, token counts from the usage frame, and a live
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from ..settings import Settings
 from ..transport import Exchange, classify_exception, iter_bytes
 
 __all__ = ["Failure", "Relay", "Upstream", "openai_chunk"]
+
+log = logging.getLogger("llmchat.proxy")
 
 # OpenAI body members that travel as Settings fields (validated there, named
 # in its errors); everything else but the call's own parts goes in extra_body.
@@ -263,6 +266,18 @@ class Upstream:
             if isinstance(name, str) and name and name not in names:
                 names.append(name)
         return names
+
+    def limits(self) -> dict[str, Any]:
+        """The first backend's `probe_server_limits()` (bounded; never raises); {} without one."""
+        probe = getattr(self.backend, "probe_server_limits", None)
+        if probe is None:
+            return {}
+        try:
+            limits = probe()
+        except Exception:  # a subclass's probe must not fail a metadata route
+            log.warning("probe_server_limits raised", exc_info=True)
+            return {}
+        return limits if isinstance(limits, dict) else {}
 
     def _backends(self) -> list[Any]:
         return list(self.inference.backends) if self.inference is not None else [self.backend]
