@@ -17,11 +17,11 @@ from typing import Any
 
 from .. import wire_json
 from ..tools import ToolCallAssembler, decode_arguments, slot_for_fragment
-from .chunk_fields import int_or_none, reasoning_text, upstream_error_message
+from .chunk_fields import reasoning_text
+from .translator import StreamTranslator
 
 __all__ = ["AnthropicStream", "error_type_for_status", "stop_reason_for"]
 
-_MALFORMED = "Upstream sent a stream chunk that could not be translated"
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
 _CLOSE_FAILED = "The stream could not be closed"
 
@@ -82,7 +82,7 @@ class _ToolBlock:
         self.closed = False
 
 
-class AnthropicStream:
+class AnthropicStream(StreamTranslator):
     """Translate one OpenAI stream into Anthropic Messages API server-sent events.
 
     `model` is named in ``message_start`` unless an upstream chunk named its
@@ -94,15 +94,9 @@ class AnthropicStream:
     content_type = "text/event-stream"
 
     def __init__(self, model: str) -> None:
-        self._model = str(model)
+        super().__init__(model)
         self._message_id: str | None = None
         self._started = False
-        self._finished = False
-        self._errored = False
-        self._finish_reason: str | None = None
-        self._input_tokens: int | None = None
-        self._output_tokens: int | None = None
-        self._content_bytes = 0
         self._next_index = 0
         self._open_index: int | None = None
         self._open_kind: str | None = None  # "text", "thinking" or "tool_use"
@@ -114,32 +108,9 @@ class AnthropicStream:
 
     # -- public API -------------------------------------------------------
 
-    @property
-    def errored(self) -> bool:
-        """True once `error_event` ended the stream."""
-        return self._errored
-
     def start(self) -> bytes:
         """Nothing yet: ``message_start`` waits for output so it can name the upstream model."""
         return b""
-
-    def delta(self, chunk: Any) -> bytes:
-        """All events one decoded OpenAI chunk produces (``b""`` for none)."""
-        if self._finished:
-            return b""
-        if not isinstance(chunk, Mapping):
-            return self.error_event(502, _MALFORMED)
-        error = chunk.get("error")
-        if error is not None:
-            return self.error_event(500, upstream_error_message(error))
-        self._out = []
-        try:
-            self._delta(chunk)
-        except Exception:
-            # Events already built are consistent with the state; keep them so
-            # the error follows exactly what the client has seen.
-            return self._take() + self.error_event(502, _MALFORMED)
-        return self._take()
 
     def finish(
         self,
@@ -159,10 +130,7 @@ class AnthropicStream:
             return self.error_event(502, _UNFINISHED_TOOL_CALL)
         self._out = []
         try:
-            if input_tokens is not None:
-                self._input_tokens = int(input_tokens)
-            if output_tokens is not None:
-                self._output_tokens = int(output_tokens)
+            self._override_counts(input_tokens, output_tokens)
             reason = stop_reason or stop_reason_for(self._finish_reason, self._used_tools)
             self._ensure_started()
             self._close_block()
@@ -194,39 +162,16 @@ class AnthropicStream:
             # e.g. a lone surrogate in the message: UTF-8 cannot carry it.
             return self._event("error", {"error": {"type": kind, "message": "Upstream error"}})
 
-    def usage(self) -> tuple[int | None, int | None, int]:
-        """``(input_tokens, output_tokens, content_bytes)``; bytes count text, not thinking."""
-        return self._input_tokens, self._output_tokens, self._content_bytes
-
     # -- chunk handling ---------------------------------------------------
 
-    def _delta(self, chunk: Mapping[str, Any]) -> None:
+    def _note(self, chunk: Mapping[str, Any]) -> None:
+        super()._note(chunk)
         chunk_id = chunk.get("id")
         if self._message_id is None and isinstance(chunk_id, str) and chunk_id:
             self._message_id = "msg_" + chunk_id
-        model = chunk.get("model")
-        if isinstance(model, str) and model:
-            self._model = model
-        usage = chunk.get("usage")
-        if isinstance(usage, Mapping):
-            prompt = int_or_none(usage.get("prompt_tokens"))
-            completion = int_or_none(usage.get("completion_tokens"))
-            if prompt is not None:
-                self._input_tokens = prompt
-            if completion is not None:
-                self._output_tokens = completion
-        choices = chunk.get("choices")
-        if choices is None:
-            return
-        if not isinstance(choices, list):
-            raise TypeError("choices is not a list")
-        if not choices:
-            return
-        choice = choices[0]
-        if not isinstance(choice, Mapping):
-            raise TypeError("choice is not an object")
-        delta = choice.get("delta")
-        delta = delta if isinstance(delta, Mapping) else {}
+
+    def _choice(self, delta: Mapping[str, Any], finish_reason: str | None) -> bytes:
+        self._out = []
         thinking = reasoning_text(delta)
         if thinking:
             self._write_thinking(thinking)
@@ -241,9 +186,12 @@ class AnthropicStream:
             for position, fragment in enumerate(tool_calls):
                 if isinstance(fragment, Mapping):
                     self._write_tool_fragment(fragment, position)
-        reason = choice.get("finish_reason")
-        if isinstance(reason, str) and reason:
-            self._finish_reason = reason
+        return self._take()
+
+    def _salvage(self) -> bytes:
+        # Events already built are consistent with the state; keep them so the
+        # error follows exactly what the client has seen.
+        return self._take()
 
     def _write_thinking(self, thinking: str) -> None:
         if self._open_kind != "thinking":

@@ -14,12 +14,12 @@ from typing import Any
 
 from .. import wire_json
 from ..tools import ToolCall, ToolCallAssembler
-from .chunk_fields import int_or_none, reasoning_text, upstream_error_message
+from .chunk_fields import reasoning_text
+from .translator import StreamTranslator
 
 __all__ = ["OllamaStream"]
 
 _SHAPES = ("chat", "generate")
-_MALFORMED = "Upstream sent a stream chunk that could not be translated"
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
 _CLOSE_FAILED = "The stream could not be closed"
 
@@ -43,7 +43,7 @@ def _timestamp() -> str:
     return f"{prefix}{int((now - second) * 1_000_000):06d}Z"
 
 
-class OllamaStream:
+class OllamaStream(StreamTranslator):
     """Translate one OpenAI stream into Ollama ``/api/chat`` or ``/api/generate`` lines.
 
     `model` is named on every line until an upstream chunk names its own.
@@ -58,40 +58,11 @@ class OllamaStream:
     def __init__(self, model: str, shape: str = "chat") -> None:
         if shape not in _SHAPES:
             raise ValueError(f"shape must be 'chat' or 'generate', not {shape!r}")
-        self._model = str(model)
+        super().__init__(model)
         self._shape = shape
         self._tools = ToolCallAssembler()
-        self._finish_reason: str | None = None
-        self._input_tokens: int | None = None
-        self._output_tokens: int | None = None
-        self._content_bytes = 0
-        self._finished = False
-        self._errored = False
 
     # -- public API -------------------------------------------------------
-
-    @property
-    def errored(self) -> bool:
-        """True once `error_event` ended the stream."""
-        return self._errored
-
-    def start(self) -> bytes:
-        """Nothing: Ollama has no prologue."""
-        return b""
-
-    def delta(self, chunk: Any) -> bytes:
-        """One decoded OpenAI chunk as at most one Ollama line (``b""`` for none)."""
-        if self._finished:
-            return b""
-        if not isinstance(chunk, Mapping):
-            return self.error_event(502, _MALFORMED)
-        error = chunk.get("error")
-        if error is not None:
-            return self.error_event(500, upstream_error_message(error))
-        try:
-            return self._delta(chunk)
-        except Exception:
-            return self.error_event(502, _MALFORMED)
 
     def finish(
         self,
@@ -106,10 +77,7 @@ class OllamaStream:
             self._tools.finish()
             return self.error_event(502, _UNFINISHED_TOOL_CALL)
         try:
-            if input_tokens is not None:
-                self._input_tokens = int(input_tokens)
-            if output_tokens is not None:
-                self._output_tokens = int(output_tokens)
+            self._override_counts(input_tokens, output_tokens)
             reason = done_reason or self._finish_reason or "stop"
             line = self._base()
             if self._shape == "chat":
@@ -142,47 +110,17 @@ class OllamaStream:
         except Exception:
             return self._line({"error": "Upstream error"})
 
-    def usage(self) -> tuple[int | None, int | None, int]:
-        """``(input_tokens, output_tokens, content_bytes)`` the stream carried."""
-        return self._input_tokens, self._output_tokens, self._content_bytes
-
     # -- internals --------------------------------------------------------
 
-    def _delta(self, chunk: Mapping[str, Any]) -> bytes:
-        model = chunk.get("model")
-        if isinstance(model, str) and model:
-            self._model = model
-        usage = chunk.get("usage")
-        if isinstance(usage, Mapping):
-            prompt = int_or_none(usage.get("prompt_tokens"))
-            completion = int_or_none(usage.get("completion_tokens"))
-            if prompt is not None:
-                self._input_tokens = prompt
-            if completion is not None:
-                self._output_tokens = completion
-        choices = chunk.get("choices")
-        if choices is None:
-            return b""
-        if not isinstance(choices, list):
-            raise TypeError("choices is not a list")
-        if not choices:
-            return b""
-        choice = choices[0]
-        if not isinstance(choice, Mapping):
-            raise TypeError("choice is not an object")
-        delta = choice.get("delta")
-        delta = delta if isinstance(delta, Mapping) else {}
+    def _choice(self, delta: Mapping[str, Any], finish_reason: str | None) -> bytes:
         content = delta.get("content")
         text = content if isinstance(content, str) else ""
         thinking = reasoning_text(delta)
         calls: list[ToolCall] = []
         if self._shape == "chat":
             self._tools.feed(delta.get("tool_calls"))
-        reason = choice.get("finish_reason")
-        if isinstance(reason, str) and reason:
-            self._finish_reason = reason
-            if self._shape == "chat" and self._tools.pending:
-                calls = self._tools.finish()
+        if finish_reason is not None and self._shape == "chat" and self._tools.pending:
+            calls = self._tools.finish()
         if not text and not thinking and not calls:
             return b""
         line = self._base()

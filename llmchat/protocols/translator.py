@@ -1,0 +1,135 @@
+"""What every stream translator shares: the call shape, the end state and the chunk guards.
+
+A translator turns decoded OpenAI chat-completion chunks into another
+client's wire format. This base reads what is common to every chunk (the
+model, usage, the first choice and its finish reason), contains any failure
+at one boundary, and keeps the finished / errored state; a subclass says
+what one choice's delta becomes (`_choice`) and writes `finish` and
+`error_event` in its own format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .chunk_fields import int_or_none, upstream_error_message
+
+__all__ = ["MALFORMED", "StreamTranslator"]
+
+MALFORMED = "Upstream sent a stream chunk that could not be translated"
+"""The one message a client gets for a chunk the translator could not read:
+parser and provider details are never reflected to it."""
+
+
+class StreamTranslator:
+    """Base of `OllamaStream` and `AnthropicStream`; see their docs for each format."""
+
+    content_type = ""
+    """The response's Content-Type."""
+
+    def __init__(self, model: str) -> None:
+        self._model = str(model)
+        self._finish_reason: str | None = None
+        self._input_tokens: int | None = None
+        self._output_tokens: int | None = None
+        self._content_bytes = 0
+        self._finished = False
+        self._errored = False
+
+    @property
+    def errored(self) -> bool:
+        """True once `error_event` ended the stream (the request failed, whatever its status)."""
+        return self._errored
+
+    def start(self) -> bytes:
+        """Bytes to write before the first delta; ``b""`` unless the format has a prologue."""
+        return b""
+
+    def delta(self, chunk: Any) -> bytes:
+        """What one decoded OpenAI chunk becomes (``b""`` for nothing).
+
+        A chunk that is not an object, or that cannot be read, ends the stream
+        with a generic error; an upstream ``error`` object ends it with that
+        error's message. Nothing comes after the stream has finished.
+        """
+        if self._finished:
+            return b""
+        if not isinstance(chunk, Mapping):
+            return self.error_event(502, MALFORMED)
+        error = chunk.get("error")
+        if error is not None:
+            return self.error_event(500, upstream_error_message(error))
+        try:
+            self._note(chunk)
+            choices = chunk.get("choices")
+            if choices is None:
+                return self._nothing()
+            if not isinstance(choices, list):
+                raise TypeError("choices is not a list")
+            if not choices:
+                return self._nothing()
+            choice = choices[0]
+            if not isinstance(choice, Mapping):
+                raise TypeError("choice is not an object")
+            delta = choice.get("delta")
+            reason = choice.get("finish_reason")
+            reason = reason if isinstance(reason, str) and reason else None
+            if reason is not None:
+                self._finish_reason = reason
+            return self._choice(delta if isinstance(delta, Mapping) else {}, reason)
+        except Exception:
+            return self._salvage() + self.error_event(502, MALFORMED)
+
+    # finish(reason=None, input_tokens=None, output_tokens=None) is each format's
+    # own, its first parameter named in that format's vocabulary (API.md).
+
+    def error_event(self, status: int, message: str) -> bytes:
+        """End the stream with the format's error; ``b""`` if it already ended."""
+        raise NotImplementedError
+
+    def usage(self) -> tuple[int | None, int | None, int]:
+        """``(input_tokens, output_tokens, content_bytes)`` the stream carried.
+
+        `content_bytes` counts the UTF-8 bytes of answer text written (not
+        reasoning): an observation for the usage record, never a token estimate.
+        """
+        return self._input_tokens, self._output_tokens, self._content_bytes
+
+    # -- for subclasses ---------------------------------------------------
+
+    def _note(self, chunk: Mapping[str, Any]) -> None:
+        """Record what any chunk may carry: the model it names and usage counts."""
+        model = chunk.get("model")
+        if isinstance(model, str) and model:
+            self._model = model
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            prompt = int_or_none(usage.get("prompt_tokens"))
+            completion = int_or_none(usage.get("completion_tokens"))
+            if prompt is not None:
+                self._input_tokens = prompt
+            if completion is not None:
+                self._output_tokens = completion
+
+    def _override_counts(self, input_tokens: Any, output_tokens: Any) -> None:
+        """`finish`'s token arguments win over what the stream reported."""
+        if input_tokens is not None:
+            self._input_tokens = int(input_tokens)
+        if output_tokens is not None:
+            self._output_tokens = int(output_tokens)
+
+    def _choice(self, delta: Mapping[str, Any], finish_reason: str | None) -> bytes:
+        """What the first choice's delta becomes; `finish_reason` is set on the finish chunk.
+
+        May raise to reject the chunk (the stream then ends with `MALFORMED`).
+        """
+        raise NotImplementedError
+
+    def _nothing(self) -> bytes:
+        """What a chunk without choices (role-less usage frame) produces."""
+        return b""
+
+    def _salvage(self) -> bytes:
+        """Bytes already built for a chunk that then failed, to send before the error."""
+        return b""
