@@ -9,6 +9,7 @@ prefill) happen on real sockets.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from typing import Any
@@ -748,3 +749,82 @@ def test_ollama_show_without_a_probe_answer(upstream_server):
         shown = _ollama_client(url).show("qwen3")
     assert shown.modelinfo == {"general.architecture": "llama"}
     assert shown.parameters in ("", None)
+
+
+# -- no buffering, and the command line ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "marker"),
+    [("/api/chat", b'"content":"first "'), ("/v1/messages", b'"text":"first "')],
+)
+def test_each_delta_reaches_the_client_while_the_upstream_still_generates(
+    upstream_server, path, marker
+):
+    release = threading.Event()
+    upstream_server.set_script(
+        [
+            Reply(
+                200,
+                {"Content-Type": "text/event-stream"},
+                framing="chunked",
+                steps=[
+                    Write(_frame(_chunk({"content": "first "}))),
+                    WaitFor(release, 30),  # the upstream holds here until the client saw it
+                    Write(_frame(_chunk({"content": "second"}))),
+                    Write(_frame(_chunk({}, "stop"))),
+                    Write(b"data: [DONE]\n\n"),
+                ],
+            )
+        ]
+    )
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    with OpenAICommon(upstream_server.url) as b, running_proxy(b) as url:
+        host, port = url.removeprefix("http://").split(":")
+        data = json.dumps(body).encode()
+        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n".encode()
+                + data
+            )
+            seen = b""
+            while marker not in seen:
+                more = sock.recv(4096)
+                assert more, f"the proxy ended before the first delta: {seen!r}"
+                seen += more
+            assert b"second" not in seen
+            release.set()  # only now may the upstream go on
+            while True:
+                more = sock.recv(4096)
+                if not more:
+                    break
+                seen += more
+    assert b"second" in seen
+    assert seen.index(marker) < seen.index(b"second")
+
+
+def test_cli_proxy_serves_until_stopped(upstream_server):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCHAT_")}
+    command = [sys.executable, "-m", "llmchat", "proxy", "--upstream", upstream_server.url]
+    process = subprocess.Popen(
+        [*command, "--port", "0"], stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        line = process.stderr.readline()
+        assert "serving http://127.0.0.1:" in line, line
+        url = line.split("serving ", 1)[1].split(" ", 1)[0]
+        reply = _ollama_client(url).chat(model="m", messages=[{"role": "user", "content": "hi"}])
+        assert reply.message.content == TEXT
+    finally:
+        process.terminate()
+        process.wait(timeout=WAIT)
+        process.stderr.close()
