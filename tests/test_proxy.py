@@ -828,3 +828,40 @@ def test_cli_proxy_serves_until_stopped(upstream_server):
         process.terminate()
         process.wait(timeout=WAIT)
         process.stderr.close()
+
+
+# -- Anthropic count_tokens ------------------------------------------------------
+
+
+def _tokenizing(request):
+    """llama-server's /tokenize (one token per word) beside the chat routes."""
+    if request.path == "/tokenize":
+        return Reply.json({"tokens": list(range(len(request.json()["content"].split())))})
+    return ChatResponder(TEXT)(request)
+
+
+def test_anthropic_count_tokens_uses_the_upstream_tokenizer(upstream_server):
+    upstream_server.set_script(_tokenizing)
+    with OpenAICommon(upstream_server.url) as b, running_proxy(b) as url:
+        client = _anthropic_client(url)
+        short = client.messages.count_tokens(
+            model="c", messages=[{"role": "user", "content": "one two three"}]
+        )
+        longer = client.messages.count_tokens(
+            model="c",
+            system="be brief",
+            messages=[{"role": "user", "content": "one two three four five"}],
+        )
+    # No template on the backend: each message is its words plus ROLE_OVERHEAD (4).
+    assert short.input_tokens == 3 + 4
+    assert longer.input_tokens == (2 + 4) + (5 + 4)
+    assert not [r for r in upstream_server.requests if r.path.endswith("/chat/completions")]
+
+
+def test_anthropic_count_tokens_without_a_tokenizer_is_not_found(backend):
+    with running_proxy(backend) as url:
+        with pytest.raises(anthropic.NotFoundError) as info:
+            _anthropic_client(url).messages.count_tokens(
+                model="c", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert "tokenizer" in info.value.body["error"]["message"]

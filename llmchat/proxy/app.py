@@ -24,6 +24,7 @@ from .. import wire_json
 from ..protocols.anthropic import AnthropicStream, stop_reason_for
 from ..protocols.ollama import OllamaStream
 from ..response import Response
+from ..tokens import TokenizerError
 from . import anthropic_face, ollama_face
 from .hangup import HangupWatch, client_socket
 from .relay_meter import RelayMeter
@@ -150,6 +151,7 @@ class ProxyApp:
             ("POST", "/api/chat"): ("ollama", self._ollama_chat),
             ("POST", "/api/generate"): ("ollama", self._ollama_generate),
             ("POST", "/v1/messages"): ("anthropic", self._anthropic_messages),
+            ("POST", "/v1/messages/count_tokens"): ("anthropic", self._anthropic_count_tokens),
             ("POST", "/v1/chat/completions"): ("openai", self._openai_relay),
             ("GET", "/v1/models"): ("openai", self._openai_models),
         }
@@ -326,6 +328,22 @@ class ProxyApp:
         body = self._read_json(exchange)
         request = anthropic_face.messages_request(body)
         return self._complete(exchange, request, _AnthropicFinish(body))
+
+    def _anthropic_count_tokens(self, exchange: _Exchange) -> list[bytes]:
+        body = self._read_json(exchange)
+        # Counting takes no max_tokens; the translation requires one, and it is not counted.
+        request = anthropic_face.messages_request({**body, "max_tokens": 1})
+        try:
+            count = self.upstream.count_tokens(request)
+        except TokenizerError as exc:
+            log.info("count_tokens: %s", exc)
+            raise _ClientError(
+                404,
+                "count_tokens needs an upstream with a tokenizer (llama.cpp, KoboldCpp)",
+                "not_found",
+            ) from None
+        exchange.event.input_tokens = count
+        return self._json(exchange, 200, {"input_tokens": count})
 
     def _complete(
         self, exchange: _Exchange, request: dict[str, Any], face: _Face

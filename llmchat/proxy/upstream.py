@@ -20,6 +20,7 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..response import Response
 from ..retry import Cancelled, Exhausted, Inference, TimedOut
 from ..settings import Settings
+from ..tokens import TokenCounter
 from ..transport import Exchange, classify_exception, iter_bytes
 
 __all__ = ["Failure", "Relay", "Upstream", "openai_chunk"]
@@ -266,6 +267,18 @@ class Upstream:
             if isinstance(name, str) and name and name not in names:
                 names.append(name)
         return names
+
+    def count_tokens(self, body: Mapping[str, Any]) -> int:
+        """Prompt tokens of the OpenAI chat `body`, by the first backend's server tokenizer.
+
+        Exact per message when the backend has a prompt `template`, an estimate
+        (`llmchat.tokens.ROLE_OVERHEAD` per message) without one; tools are an
+        estimate either way. Raises `TokenizerError` when the server cannot
+        tokenize (a hosted API). A fresh counter per call: a proxy's traffic
+        must not grow a cache without bound.
+        """
+        counter = TokenCounter(self.backend, template=getattr(self.backend, "template", None))
+        return counter.count_request(body.get("messages") or [], body.get("tools"))
 
     def limits(self) -> dict[str, Any]:
         """The first backend's `probe_server_limits()` (bounded; never raises); {} without one."""

@@ -455,3 +455,18 @@ def test_usage_event_keeps_the_timeout_when_the_client_leaves(server):
         [event] = sink.wait(1)
     assert b"request_timeout" in seen  # the client got the failure, whole
     assert (event["status"], event["ok"], event["error_type"]) == (200, False, "timeout")
+
+
+def test_anthropic_count_tokens_with_the_servers_tokenizer(server, proxy):
+    url, _ = proxy
+    client = _anthropic(url)
+    short = client.messages.count_tokens(model="tiny", messages=HELLO)
+    longer = client.messages.count_tokens(
+        model="tiny", messages=[{"role": "user", "content": "Say hello. " * 20}]
+    )
+    tokenized = requests.post(
+        f"{server.root}/tokenize", json={"content": HELLO[0]["content"]}, timeout=WAIT
+    )
+    direct = len(tokenized.json()["tokens"])
+    assert short.input_tokens == direct + 4  # no template: the text plus ROLE_OVERHEAD
+    assert longer.input_tokens > short.input_tokens
