@@ -865,3 +865,13 @@ def test_anthropic_count_tokens_without_a_tokenizer_is_not_found(backend):
                 model="c", messages=[{"role": "user", "content": "hi"}]
             )
     assert "tokenizer" in info.value.body["error"]["message"]
+
+
+def test_chunked_request_body_is_refused_by_a_server_that_cannot_end_it(backend):
+    def chunks():
+        yield b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+
+    with running_proxy(backend) as url:
+        answer = requests.post(url + "/api/chat", data=chunks(), timeout=WAIT)
+    assert answer.status_code == 411
+    assert "Content-Length" in answer.json()["error"]

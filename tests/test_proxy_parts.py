@@ -487,6 +487,7 @@ def _call(
     headers: dict[str, str] | None = None,
     stream: Any = None,
     content_length: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> _Answer:
     environ: dict[str, Any] = {}
     setup_testing_defaults(environ)
@@ -497,6 +498,7 @@ def _call(
     environ["CONTENT_LENGTH"] = content_length if content_length is not None else str(len(data))
     for name, value in (headers or {}).items():
         environ["HTTP_" + name.upper().replace("-", "_")] = value
+    environ.update(extra or {})
     started: list[tuple[str, list[tuple[str, str]]]] = []
 
     def start_response(status: str, response_headers: list[tuple[str, str]], *_: Any) -> Any:
@@ -622,8 +624,26 @@ def test_chunked_body_over_the_limit_is_413() -> None:
         stream=io.BytesIO(b"{" + b" " * 200 + b"}"),
         content_length="",
         headers={"Transfer-Encoding": "chunked"},
+        extra={"wsgi.input_terminated": True},  # a server that de-chunks (gunicorn)
     )
     assert answer.status == 413
+
+
+def test_chunked_body_under_a_server_that_cannot_end_it_is_411() -> None:
+    class Unreadable(io.RawIOBase):
+        def read(self, size: int = -1) -> bytes:
+            raise AssertionError("the body must not be read: wsgiref would block here")
+
+    app = make_app(OpenAICommon(NOWHERE))
+    answer = _call(
+        app,
+        "POST",
+        "/api/chat",
+        stream=Unreadable(),
+        content_length="",
+        headers={"Transfer-Encoding": "chunked"},
+    )
+    assert answer.status == 411
 
 
 GENERATED_ID = re.compile(r"req_[0-9a-f]{32}")

@@ -233,6 +233,10 @@ class ProxyApp:
                 raise _ClientError(413, self._too_large(), "too_large")
             data = stream.read(length) if length > 0 else b""
         elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
+            if not environ.get("wsgi.input_terminated"):
+                # This server hands over the raw socket (wsgiref does): reading
+                # would wait for an end that only the client's hang-up brings.
+                raise _ClientError(411, "Send the body with a Content-Length", "invalid_request")
             data = stream.read(self.max_body_bytes + 1)
             if len(data) > self.max_body_bytes:
                 raise _ClientError(413, self._too_large(), "too_large")
