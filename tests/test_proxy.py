@@ -875,3 +875,32 @@ def test_chunked_request_body_is_refused_by_a_server_that_cannot_end_it(backend)
         answer = requests.post(url + "/api/chat", data=chunks(), timeout=WAIT)
     assert answer.status_code == 411
     assert "Content-Length" in answer.json()["error"]
+
+
+def test_concurrent_streams_through_one_backend(upstream_server):
+    """One backend (one connection pool) serves many clients at once, none mixed up."""
+    upstream_server.set_script(ChatResponder(TEXT, chunk_size=3))
+    sink = UsageSink()
+    results: dict[int, str] = {}
+    errors: list[BaseException] = []
+
+    def one(i: int, url: str) -> None:
+        try:
+            parts = _ollama_client(url).chat(
+                model=f"m{i}", messages=[{"role": "user", "content": f"ask {i}"}], stream=True
+            )
+            results[i] = "".join(p.message.content for p in parts)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    with OpenAICommon(upstream_server.url) as b, running_proxy(b, usage_log=sink) as url:
+        threads = [threading.Thread(target=one, args=(i, url)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT)
+        events = sink.wait(8)
+    assert not errors, errors
+    assert results == {i: TEXT for i in range(8)}
+    assert sorted(e["model"] for e in events) == sorted(f"m{i}" for i in range(8))
+    assert len({e["request_id"] for e in events}) == 8
