@@ -1,11 +1,12 @@
 """The proxy's WSGI application: Ollama, Anthropic and OpenAI faces over one upstream.
 
 Routing, the key check, the body limit, request ids and error shapes live
-here; translating bodies is the faces' job (`ollama_face`, `anthropic_face`),
-translating streams the `llmchat.protocols` translators', and talking to the
-upstream `upstream.Upstream`'s. Streams are yielded a line (or event) at a
-time: the app never buffers, so what reaches the client is only as delayed
-as the WSGI server makes it.
+here. Translating request bodies is the faces' job (`ollama_face`,
+`anthropic_face`); turning a Response into each face's answer is `answers`';
+writing streamed bodies is `bodies`'; talking to the upstream is
+`upstream.Upstream`'s. Streams are yielded a line (or event) at a time: the
+app never buffers, so what reaches the client is only as delayed as the WSGI
+server makes it.
 """
 
 from __future__ import annotations
@@ -16,27 +17,24 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import wire_json
-from ..protocols.anthropic import AnthropicStream, stop_reason_for
-from ..protocols.ollama import OllamaStream
 from ..response import Response
 from ..tokens import TokenizerError
 from . import anthropic_face, ollama_face
+from .answers import Answer, AnthropicAnswer, OllamaAnswer
+from .bodies import RelayBody, StreamBody
 from .hangup import HangupWatch, client_socket
 from .relay_meter import RelayMeter
 from .upstream import (
     Call,
     Failure,
     Relay,
-    RelayBroken,
     Upstream,
     failure_of,
     is_truncation,
-    openai_chunk,
 )
 from .usage import CLIENT_ABORT_STATUS, UsageEvent, UsageLog
 
@@ -295,31 +293,31 @@ class ProxyApp:
     def _ollama_chat(self, exchange: _Exchange) -> Iterable[bytes]:
         body = self._read_json(exchange)
         request = ollama_face.chat_request(body)
-        face = _OllamaFinish(body, "chat")
+        answer = OllamaAnswer(body, "chat")
         if not body.get("messages"):
-            return self._ollama_load(exchange, body, request, face)
-        return self._complete(exchange, request, face)
+            return self._ollama_load(exchange, body, request, answer)
+        return self._complete(exchange, request, answer)
 
     def _ollama_generate(self, exchange: _Exchange) -> Iterable[bytes]:
         body = self._read_json(exchange)
         request = ollama_face.generate_request(body)
-        face = _OllamaFinish(body, "generate")
+        answer = OllamaAnswer(body, "generate")
         if not body.get("prompt") and not body.get("images"):
-            return self._ollama_load(exchange, body, request, face)
-        return self._complete(exchange, request, face)
+            return self._ollama_load(exchange, body, request, answer)
+        return self._complete(exchange, request, answer)
 
     def _ollama_load(
         self,
         exchange: _Exchange,
         body: Mapping[str, Any],
         request: dict[str, Any],
-        face: _OllamaFinish,
+        answer: OllamaAnswer,
     ) -> list[bytes]:
         """Ollama's "load the model" request (nothing to say): answered at once, as Ollama does.
 
         The upstream loads its own model; there is nothing to forward.
         """
-        answer = face.loaded(_unloading(body))
+        answer = answer.loaded(_unloading(body))
         if not request.get("stream"):
             return self._json(exchange, 200, answer)
         data = wire_json.encode_data(answer) + b"\n"
@@ -331,7 +329,7 @@ class ProxyApp:
     def _anthropic_messages(self, exchange: _Exchange) -> Iterable[bytes]:
         body = self._read_json(exchange)
         request = anthropic_face.messages_request(body)
-        return self._complete(exchange, request, _AnthropicFinish(body))
+        return self._complete(exchange, request, AnthropicAnswer(body))
 
     def _anthropic_count_tokens(self, exchange: _Exchange) -> list[bytes]:
         body = self._read_json(exchange)
@@ -350,7 +348,7 @@ class ProxyApp:
         return self._json(exchange, 200, {"input_tokens": count})
 
     def _complete(
-        self, exchange: _Exchange, request: dict[str, Any], face: _Face
+        self, exchange: _Exchange, request: dict[str, Any], answer: Answer
     ) -> Iterable[bytes]:
         stream = bool(request.get("stream"))
         exchange.event.stream = stream
@@ -378,13 +376,22 @@ class ProxyApp:
             if not response.is_success and not is_truncation(response):
                 return self._upstream_error(exchange, failure_of(response), watch)
             self._count(exchange, response, len(response.msg.encode("utf-8")))
-            return self._json(exchange, 200, face.body(response))
+            return self._json(exchange, 200, answer.body(response))
         if first is None and not response.is_success and not is_truncation(response):
             watch.stop()  # failed before any output: the client still gets a real status
             return self._upstream_error(exchange, failure_of(response), watch)
-        translator = face.stream()
+        translator = answer.stream()
         exchange.begin(200, translator.content_type, _STREAM_HEADERS)
-        return _StreamBody(self, exchange, response, translator, face, first, chunks, watch)
+        return StreamBody(
+            exchange.event,
+            lambda: self._record(exchange),
+            response,
+            translator,
+            answer,
+            first,
+            chunks,
+            watch,
+        )
 
     def _upstream_error(
         self, exchange: _Exchange, failure: Failure, watch: HangupWatch
@@ -454,7 +461,7 @@ class ProxyApp:
         if http.status_code >= 400:
             exchange.event.ok = False
             exchange.event.error_type = "http"
-        return _RelayBody(self, exchange, relay, meter, watch)
+        return RelayBody(exchange.event, lambda: self._record(exchange), relay, meter, watch)
 
 
 class _ClientError(Exception):
@@ -462,231 +469,6 @@ class _ClientError(Exception):
         super().__init__(message)
         self.status = status
         self.error_type = error_type
-
-
-# -- per-face finishing ---------------------------------------------------------
-
-
-class _Face:
-    def stream(self) -> Any:
-        raise NotImplementedError
-
-    def chunk(self, chunk: Any) -> dict[str, Any]:
-        return openai_chunk(chunk)
-
-    def body(self, response: Response) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-class _OllamaFinish(_Face):
-    def __init__(self, body: Mapping[str, Any], shape: str) -> None:
-        model = body.get("model")
-        self.model = model if isinstance(model, str) else ""
-        self.shape = shape
-        # "think": false asks for no reasoning; a server may reason anyway, so hide it.
-        self.thinking = body.get("think") is not False
-
-    def stream(self) -> OllamaStream:
-        return OllamaStream(self.model, shape=self.shape)
-
-    def chunk(self, chunk: Any) -> dict[str, Any]:
-        return openai_chunk(chunk, thinking=self.thinking)
-
-    def loaded(self, unload: bool = False) -> dict[str, Any]:
-        common = dict(
-            model=self.model,
-            text="",
-            thinking=None,
-            done_reason="unload" if unload else "load",
-            input_tokens=None,
-            output_tokens=None,
-            created_at=_now(),
-        )
-        if self.shape == "chat":
-            return ollama_face.chat_body(tool_calls=[], **common)
-        return ollama_face.generate_body(**common)
-
-    def body(self, response: Response) -> dict[str, Any]:
-        common = dict(
-            model=response.model or self.model,
-            text=response.msg,
-            thinking=response.reasoning_text if self.thinking else None,
-            done_reason=response.finish_reason or "stop",
-            input_tokens=response.prompt_tokens,
-            output_tokens=response.completion_tokens,
-            total_duration_ns=_nanoseconds(response.timing.total_seconds),
-            created_at=_now(),
-        )
-        if self.shape == "chat":
-            return ollama_face.chat_body(tool_calls=list(response.tool_calls), **common)
-        return ollama_face.generate_body(**common)
-
-
-class _AnthropicFinish(_Face):
-    def __init__(self, body: Mapping[str, Any]) -> None:
-        model = body.get("model")
-        self.model = model if isinstance(model, str) else ""
-        # Anthropic shows thinking blocks only to a client that turned thinking on.
-        thinking = body.get("thinking")
-        self.thinking = isinstance(thinking, Mapping) and thinking.get("type") in (
-            "enabled",
-            "adaptive",
-        )
-
-    def chunk(self, chunk: Any) -> dict[str, Any]:
-        return openai_chunk(chunk, thinking=self.thinking)
-
-    def stream(self) -> AnthropicStream:
-        return AnthropicStream(self.model)
-
-    def body(self, response: Response) -> dict[str, Any]:
-        return anthropic_face.message_body(
-            model=response.model or self.model,
-            message_id="msg_" + (response.id or uuid.uuid4().hex),
-            text=response.msg,
-            thinking=response.reasoning_text if self.thinking else None,
-            tool_calls=list(response.tool_calls),
-            stop_reason=stop_reason_for(response.finish_reason, bool(response.tool_calls)),
-            input_tokens=response.prompt_tokens,
-            output_tokens=response.completion_tokens,
-        )
-
-
-# -- streamed bodies -----------------------------------------------------------
-
-
-class _StreamBody:
-    """A translated stream as a WSGI iterable; `close()` is where it is accounted for.
-
-    WSGI servers call `close()` however the response ended — finished, or a
-    write to a gone client failed — so the upstream is cancelled and the
-    usage event emitted there, exactly once.
-    """
-
-    def __init__(
-        self,
-        app: ProxyApp,
-        exchange: _Exchange,
-        response: Response,
-        translator: Any,
-        face: _Face,
-        first: Any,
-        chunks: Iterator[Any],
-        watch: HangupWatch,
-    ) -> None:
-        self._app = app
-        self._exchange = exchange
-        self._response = response
-        self._translator = translator
-        self._face = face
-        self._first = first
-        self._chunks = chunks
-        self._watch = watch
-        self._completed = False
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        translator, response = self._translator, self._response
-        head = translator.start()
-        if head:
-            yield head
-        chunk = self._first
-        while chunk is not None:
-            data = translator.delta(self._face.chunk(chunk))
-            if data:
-                yield data
-            if translator.errored:
-                response.cancel()
-                break
-            chunk = next(self._chunks, None)
-        if not translator.errored:
-            response.wait()
-            if self._watch.hung_up.is_set() or response.is_cancelled:
-                return  # nobody is reading; close() records the abort
-            if response.is_success or is_truncation(response):
-                data = translator.finish(None, response.prompt_tokens, response.completion_tokens)
-            else:
-                failure = failure_of(response)
-                self._exchange.event.error_type = failure.error_class
-                data = translator.error_event(failure.status, failure.message)
-            if data:
-                yield data
-        self._completed = True
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._watch.stop()
-        response, event = self._response, self._exchange.event
-        if not response.is_done:
-            response.cancel()
-        input_tokens, output_tokens, content_bytes = self._translator.usage()
-        event.input_tokens = input_tokens if input_tokens is not None else response.prompt_tokens
-        event.output_tokens = (
-            output_tokens if output_tokens is not None else response.completion_tokens
-        )
-        event.content_bytes = content_bytes
-        if response.model and not event.model:
-            event.model = response.model
-        if not self._completed:  # a client leaving after the last byte is no abort
-            event.status, event.ok, event.error_type = CLIENT_ABORT_STATUS, False, "client_abort"
-        elif self._translator.errored:
-            event.ok = False
-            event.error_type = event.error_type or "stream"
-        self._app._record(self._exchange)
-
-
-class _RelayBody:
-    """The OpenAI face's relayed body; like `_StreamBody`, accounted for in `close()`."""
-
-    def __init__(
-        self, app: ProxyApp, exchange: _Exchange, relay: Any, meter: RelayMeter, watch: HangupWatch
-    ) -> None:
-        self._app = app
-        self._exchange = exchange
-        self._relay = relay
-        self._meter = meter
-        self._watch = watch
-        self._completed = False
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        meter = self._meter
-        try:
-            for data in self._relay.chunks():
-                meter.feed(data)
-                yield data
-        except RelayBroken:
-            self._exchange.event.ok = False
-            self._exchange.event.error_type = "connection"
-            return  # the client sees the body stop short, as it would from the upstream
-        meter.close()
-        self._completed = True
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._watch.stop()
-        self._relay.cancel()
-        self._relay.close()
-        event, meter = self._exchange.event, self._meter
-        event.input_tokens = meter.input_tokens
-        event.output_tokens = meter.output_tokens
-        event.content_bytes = meter.content_bytes
-        if meter.model and not event.model:
-            event.model = meter.model
-        if not self._completed:  # a client leaving after the last byte is no abort
-            if event.error_type is None:
-                event.status, event.ok, event.error_type = (
-                    CLIENT_ABORT_STATUS,
-                    False,
-                    "client_abort",
-                )
-        elif event.ok and meter.event_stream and not meter.finished:
-            event.ok, event.error_type = False, "response"
-        self._app._record(self._exchange)
 
 
 # -- helpers ------------------------------------------------------------------
@@ -726,12 +508,3 @@ def _openai_error_type(status: int) -> str:
     if 400 <= status < 500:
         return "invalid_request_error"
     return "server_error"
-
-
-def _now() -> str:
-    now = datetime.now(timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}Z"
-
-
-def _nanoseconds(seconds: float | None) -> int | None:
-    return None if seconds is None else int(seconds * 1e9)

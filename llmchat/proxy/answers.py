@@ -1,0 +1,123 @@
+"""What a proxied upstream Response becomes for each face's client.
+
+An `Answer` knows one face's two shapes: the stream translator that rewrites
+the upstream's chunks as they arrive, and the whole body a non-streaming
+client gets once the Response has settled. The pure body builders live in
+the face modules; this is where a live `Response` meets them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from ..protocols.anthropic import AnthropicStream, stop_reason_for
+from ..protocols.ollama import OllamaStream
+from ..response import Response
+from . import anthropic_face, ollama_face
+from .upstream import openai_chunk
+
+__all__ = ["Answer", "AnthropicAnswer", "OllamaAnswer"]
+
+
+class Answer:
+    """How a proxied Response reaches one face's client: a stream translator, or one body."""
+
+    def stream(self) -> Any:
+        raise NotImplementedError
+
+    def chunk(self, chunk: Any) -> dict[str, Any]:
+        """The OpenAI chunk the stream translator takes for one upstream `Chunk`."""
+        return openai_chunk(chunk)
+
+    def body(self, response: Response) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class OllamaAnswer(Answer):
+    """`/api/chat` and `/api/generate`: NDJSON lines, or one JSON body."""
+
+    def __init__(self, body: Mapping[str, Any], shape: str) -> None:
+        model = body.get("model")
+        self.model = model if isinstance(model, str) else ""
+        self.shape = shape
+        # "think": false asks for no reasoning; a server may reason anyway, so hide it.
+        self.thinking = body.get("think") is not False
+
+    def stream(self) -> OllamaStream:
+        return OllamaStream(self.model, shape=self.shape)
+
+    def chunk(self, chunk: Any) -> dict[str, Any]:
+        return openai_chunk(chunk, thinking=self.thinking)
+
+    def loaded(self, unload: bool = False) -> dict[str, Any]:
+        common = dict(
+            model=self.model,
+            text="",
+            thinking=None,
+            done_reason="unload" if unload else "load",
+            input_tokens=None,
+            output_tokens=None,
+            created_at=_now(),
+        )
+        if self.shape == "chat":
+            return ollama_face.chat_body(tool_calls=[], **common)
+        return ollama_face.generate_body(**common)
+
+    def body(self, response: Response) -> dict[str, Any]:
+        common = dict(
+            model=response.model or self.model,
+            text=response.msg,
+            thinking=response.reasoning_text if self.thinking else None,
+            done_reason=response.finish_reason or "stop",
+            input_tokens=response.prompt_tokens,
+            output_tokens=response.completion_tokens,
+            total_duration_ns=_nanoseconds(response.timing.total_seconds),
+            created_at=_now(),
+        )
+        if self.shape == "chat":
+            return ollama_face.chat_body(tool_calls=list(response.tool_calls), **common)
+        return ollama_face.generate_body(**common)
+
+
+class AnthropicAnswer(Answer):
+    """`/v1/messages`: Messages SSE, or one Message body."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        model = body.get("model")
+        self.model = model if isinstance(model, str) else ""
+        # Anthropic shows thinking blocks only to a client that turned thinking on.
+        thinking = body.get("thinking")
+        self.thinking = isinstance(thinking, Mapping) and thinking.get("type") in (
+            "enabled",
+            "adaptive",
+        )
+
+    def chunk(self, chunk: Any) -> dict[str, Any]:
+        return openai_chunk(chunk, thinking=self.thinking)
+
+    def stream(self) -> AnthropicStream:
+        return AnthropicStream(self.model)
+
+    def body(self, response: Response) -> dict[str, Any]:
+        return anthropic_face.message_body(
+            model=response.model or self.model,
+            message_id="msg_" + (response.id or uuid.uuid4().hex),
+            text=response.msg,
+            thinking=response.reasoning_text if self.thinking else None,
+            tool_calls=list(response.tool_calls),
+            stop_reason=stop_reason_for(response.finish_reason, bool(response.tool_calls)),
+            input_tokens=response.prompt_tokens,
+            output_tokens=response.completion_tokens,
+        )
+
+
+def _now() -> str:
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}Z"
+
+
+def _nanoseconds(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1e9)
