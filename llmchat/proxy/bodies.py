@@ -21,12 +21,42 @@ from .usage import CLIENT_ABORT_STATUS, UsageEvent
 __all__ = ["RelayBody", "StreamBody"]
 
 
-class StreamBody:
+class _AccountedBody:
+    """A WSGI body whose `close()` stops the upstream and records the usage event once."""
+
+    def __init__(self, event: UsageEvent, record: Callable[[], None], watch: HangupWatch) -> None:
+        self._event = event
+        self._record = record
+        self._watch = watch
+        self._completed = False
+        """Set when the iteration wrote its last byte; unset, the client went away first."""
+        self._closed = False
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._watch.stop()
+        self._release()
+        event = self._event
+        if not self._completed:
+            event.ok = False
+            if event.error_type is None:  # an upstream failure seen first stays the cause
+                event.status, event.error_type = CLIENT_ABORT_STATUS, "client_abort"
+        # A client leaving after the last byte is no abort: nothing more to judge.
+        self._record()
+
+    def _release(self) -> None:
+        """Stop the upstream if still live and copy the counts onto the event."""
+        raise NotImplementedError
+
+
+class StreamBody(_AccountedBody):
     """A translated stream as a WSGI iterable; `close()` is where it is accounted for.
 
-    WSGI servers call `close()` however the response ended — finished, or a
-    write to a gone client failed — so the upstream is cancelled and the
-    usage event emitted there, exactly once.
+    The upstream Response is read as it arrives; every translated piece is
+    yielded at once. An upstream failure after output started ends the stream
+    with the format's error, never with its success ending.
     """
 
     def __init__(
@@ -40,16 +70,12 @@ class StreamBody:
         chunks: Iterator[Any],
         watch: HangupWatch,
     ) -> None:
-        self._event = event
-        self._record = record
+        super().__init__(event, record, watch)
         self._response = response
         self._translator = translator
         self._answer = answer
         self._first = first
         self._chunks = chunks
-        self._watch = watch
-        self._completed = False
-        self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
         translator, response = self._translator, self._response
@@ -79,11 +105,7 @@ class StreamBody:
                 yield data
         self._completed = True
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._watch.stop()
+    def _release(self) -> None:
         response, event = self._response, self._event
         if not response.is_done:
             response.cancel()
@@ -95,15 +117,12 @@ class StreamBody:
         event.content_bytes = content_bytes
         if response.model and not event.model:
             event.model = response.model
-        if not self._completed:  # a client leaving after the last byte is no abort
-            event.status, event.ok, event.error_type = CLIENT_ABORT_STATUS, False, "client_abort"
-        elif self._translator.errored:
+        if self._translator.errored:
             event.ok = False
             event.error_type = event.error_type or "stream"
-        self._record()
 
 
-class RelayBody:
+class RelayBody(_AccountedBody):
     """The OpenAI face's relayed body; like `StreamBody`, accounted for in `close()`."""
 
     def __init__(
@@ -114,13 +133,9 @@ class RelayBody:
         meter: RelayMeter,
         watch: HangupWatch,
     ) -> None:
-        self._event = event
-        self._record = record
+        super().__init__(event, record, watch)
         self._relay = relay
         self._meter = meter
-        self._watch = watch
-        self._completed = False
-        self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
         meter = self._meter
@@ -135,11 +150,7 @@ class RelayBody:
         meter.close()
         self._completed = True
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._watch.stop()
+    def _release(self) -> None:
         self._relay.cancel()
         self._relay.close()
         event, meter = self._event, self._meter
@@ -148,13 +159,5 @@ class RelayBody:
         event.content_bytes = meter.content_bytes
         if meter.model and not event.model:
             event.model = meter.model
-        if not self._completed:  # a client leaving after the last byte is no abort
-            if event.error_type is None:
-                event.status, event.ok, event.error_type = (
-                    CLIENT_ABORT_STATUS,
-                    False,
-                    "client_abort",
-                )
-        elif event.ok and meter.event_stream and not meter.finished:
+        if self._completed and event.ok and meter.event_stream and not meter.finished:
             event.ok, event.error_type = False, "response"
-        self._record()
