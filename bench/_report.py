@@ -190,3 +190,87 @@ def close_litellm() -> None:
         from litellm.litellm_core_utils.thread_pool_executor import executor
 
         executor.shutdown(wait=True)
+
+
+# -- cProfile helpers shared by the scripts that profile ------------------------------
+
+
+def profile_package(filename: str, *, llmchat_subpackages: bool = False) -> str:
+    """Which code a cProfile entry belongs to: llmchat, requests, urllib3, a package,
+    stdlib or C. With `llmchat_subpackages`, llmchat is split by subpackage
+    (``llmchat.proxy``, ``llmchat.protocols`` …)."""
+    if filename == "~":
+        return "built-in (C)"
+    parts = Path(filename).parts
+    if "llmchat" in parts:
+        if not llmchat_subpackages:
+            return "llmchat"
+        index = len(parts) - 1 - parts[::-1].index("llmchat")
+        return ".".join(("llmchat", *parts[index + 1 : -1]))
+    for name in ("requests", "urllib3"):
+        if name in parts:
+            return name
+    if filename.startswith("<frozen "):
+        return "stdlib " + filename[len("<frozen ") : -1]
+    if "site-packages" in parts:
+        return parts[parts.index("site-packages") + 1]
+    for index, part in enumerate(parts):
+        if part.startswith("python3"):
+            return "stdlib " + ".".join(parts[index + 1 :]).removesuffix(".py")
+    return "other"
+
+
+def profile_where(filename: str, line: int, function: str) -> str:
+    """A cProfile entry as a short Markdown label: `function` (dir/file.py:line)."""
+    if filename == "~":
+        return f"`{function}`"
+    name = filename if filename.startswith("<") else "/".join(Path(filename).parts[-2:])
+    return f"`{function}` ({name}:{line})"
+
+
+def own_time_by_package(
+    stats: dict[Any, Any], package: Callable[[str], str], shown: int
+) -> list[tuple[str, float]]:
+    """Own time per package, largest first; past `shown`, the rest as one "N others" row."""
+    by_package: dict[str, float] = {}
+    for key, entry in stats.items():
+        name = package(key[0])
+        by_package[name] = by_package.get(name, 0.0) + entry[2]
+    groups = sorted(by_package.items(), key=lambda item: -item[1])
+    head, rest = groups[:shown], groups[shown:]
+    if rest:
+        head.append((f"{len(rest)} others", sum(own for _, own in rest)))
+    return head
+
+
+def litellm_stream(api_base: str, model: str, messages: list[Any], **extra: Any) -> Any:
+    """A function streaming one completion with `litellm` and returning its text; None
+    when litellm is not installed. Close litellm afterwards with `close_litellm`."""
+    try:
+        import litellm
+    except ImportError:
+        return None
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    # Its loop guard raises after 100 equal deltas in a row (the default); short token
+    # deltas repeat, so lift it as a real deployment would.
+    litellm.REPEATED_STREAMING_CHUNK_LIMIT = 10**9
+    completion = litellm.completion
+    call = {
+        "model": f"openai/{model}",
+        "api_base": api_base,
+        "api_key": "x",
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **extra,
+    }
+
+    def stream() -> str:
+        texts = []
+        for chunk in completion(**call):
+            if chunk.choices and chunk.choices[0].delta.content:
+                texts.append(chunk.choices[0].delta.content)
+        return "".join(texts)
+
+    return stream

@@ -34,7 +34,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from _report import (
@@ -45,7 +44,11 @@ from _report import (
     blocked,
     calls_for,
     close_litellm,
+    litellm_stream,
     loopback_only,
+    own_time_by_package,
+    profile_package,
+    profile_where,
     stamp,
     table,
     write_section,
@@ -241,33 +244,10 @@ class Contenders:
                 self._closers.append(client.close)
                 self.stream[name], self.short[name] = self._openai(client.chat.completions.create)
 
-        try:
-            import litellm
-        except ImportError:
+        lite = litellm_stream(upstream, MODEL, long_messages, max_tokens=MAX_TOKENS)
+        if lite is None:
             self.notes["litellm"] = NOT_INSTALLED
         else:
-            litellm.telemetry = False
-            litellm.suppress_debug_info = True
-            # Its loop guard raises after 100 equal deltas in a row (as in bench_stream).
-            litellm.REPEATED_STREAMING_CHUNK_LIMIT = 10**9  # type: ignore[misc]
-            completion = litellm.completion
-            call = {
-                "model": f"openai/{MODEL}",
-                "api_base": upstream,
-                "api_key": "x",
-                "messages": long_messages,
-                "max_tokens": MAX_TOKENS,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-
-            def lite() -> str:
-                texts = []
-                for chunk in completion(**call):
-                    if chunk.choices and chunk.choices[0].delta.content:
-                        texts.append(chunk.choices[0].delta.content)
-                return "".join(texts)
-
             self.stream["litellm"] = lite
             self._closers.append(close_litellm)
 
@@ -438,28 +418,6 @@ class _Measured:
             self.owner._done(self.started)
 
 
-def _package(filename: str) -> str:
-    if filename == "~":
-        return "built-in (C)"
-    parts = Path(filename).parts
-    if "llmchat" in parts:
-        index = len(parts) - 1 - parts[::-1].index("llmchat")
-        return ".".join(("llmchat", *parts[index + 1 : -1]))
-    if "site-packages" in parts:
-        return parts[parts.index("site-packages") + 1]
-    for index, part in enumerate(parts):
-        if part.startswith("python3"):
-            return "stdlib " + ".".join(parts[index + 1 :]).removesuffix(".py")
-    return "other"
-
-
-def _where(filename: str, line: int, function: str) -> str:
-    if filename == "~":
-        return f"`{function}`"
-    name = filename if filename.startswith("<") else "/".join(Path(filename).parts[-2:])
-    return f"`{function}` ({name}:{line})"
-
-
 def profile_proxy(upstream: str, expected: str, streams: int) -> dict[str, Any]:
     """Per face read by its raw reader: the handler thread's CPU time per stream (best of
     `streams`, unprofiled), then a cProfile of `PROFILE_STREAMS` more streams."""
@@ -528,19 +486,14 @@ def stage_costs() -> dict[str, float]:
 def profile_rows(stats: dict[Any, Any], per: float) -> tuple[list[list[str]], list[list[str]]]:
     """Own time by package, and the top 10 functions by own time; µs per delta."""
     total = sum(entry[2] for entry in stats.values())
-    by_package: dict[str, float] = {}
-    for key, entry in stats.items():
-        package = _package(key[0])
-        by_package[package] = by_package.get(package, 0.0) + entry[2]
-    groups = sorted(by_package.items(), key=lambda item: -item[1])
-    shown, rest = groups[:8], groups[8:]
-    if rest:
-        shown.append((f"{len(rest)} others", sum(own for _, own in rest)))
+    shown = own_time_by_package(
+        stats, lambda f: profile_package(f, llmchat_subpackages=True), shown=8
+    )
     packages = [[name, f"{own / per * 1e6:,.2f}", f"{own / total:.0%}"] for name, own in shown]
     ranked = sorted(stats.items(), key=lambda item: -item[1][2])[:10]
     functions = [
         [
-            _where(*key),
+            profile_where(*key),
             f"{entry[1] / per:,.2f}",
             f"{entry[2] / per * 1e6:,.2f}",
             f"{entry[3] / per * 1e6:,.2f}",

@@ -34,6 +34,9 @@ from _report import (
     calls_for,
     close_litellm,
     loopback_only,
+    own_time_by_package,
+    profile_package,
+    profile_where,
     stamp,
     table,
     write_section,
@@ -178,31 +181,6 @@ LABELS = {
 # -- the profile ------------------------------------------------------------------
 
 
-def _package(filename: str) -> str:
-    """Which code a cProfile entry belongs to: llmchat, requests, urllib3, stdlib or C."""
-    if filename == "~":
-        return "built-in (C)"
-    parts = Path(filename).parts
-    for name in ("llmchat", "requests", "urllib3"):
-        if name in parts:
-            return name
-    if filename.startswith("<frozen "):
-        return "stdlib " + filename[len("<frozen ") : -1]
-    if "site-packages" in parts:
-        return parts[parts.index("site-packages") + 1]
-    for index, part in enumerate(parts):
-        if part.startswith("python3"):
-            return "stdlib " + ".".join(parts[index + 1 :]).removesuffix(".py")
-    return "other"
-
-
-def _where(filename: str, line: int, function: str) -> str:
-    if filename == "~":
-        return f"`{function}`"
-    name = filename if filename.startswith("<") else "/".join(Path(filename).parts[-2:])
-    return f"`{function}` ({name}:{line})"
-
-
 Rows = list[list[str]]
 
 
@@ -227,8 +205,8 @@ def profile(fn: Callable[[], Any], calls: int = PROFILE_CALLS) -> tuple[Rows, Ro
     whole = ranked[0][1][3]  # the call itself: `chat_completion`'s cumulative time
     top = [
         [
-            _where(*key),
-            _package(key[0]),
+            profile_where(*key),
+            profile_package(key[0]),
             f"{ncalls / calls:,.0f}",
             f"{own / calls * 1e6:,.0f}",
             f"{cumulative / calls * 1e6:,.0f}",
@@ -236,21 +214,14 @@ def profile(fn: Callable[[], Any], calls: int = PROFILE_CALLS) -> tuple[Rows, Ro
         ]
         for key, (_prim, ncalls, own, cumulative, _callers) in ranked
     ]
-    by_package: dict[str, float] = {}
-    for key, entry in stats.items():
-        package = _package(key[0])
-        by_package[package] = by_package.get(package, 0.0) + entry[2]
-    groups = sorted(by_package.items(), key=lambda item: -item[1])
-    shown, rest = groups[:7], groups[7:]
-    if rest:
-        shown.append((f"{len(rest)} others", sum(own for _, own in rest)))
+    shown = own_time_by_package(stats, profile_package, shown=7)
     split = [[name, f"{own / calls * 1e6:,.0f}", f"{own / total:.0%}"] for name, own in shown]
     mine = sorted(
-        ((key, entry) for key, entry in stats.items() if _package(key[0]) == "llmchat"),
+        ((key, entry) for key, entry in stats.items() if profile_package(key[0]) == "llmchat"),
         key=lambda item: -item[1][2],
     )[:5]
     own_top = [
-        [_where(*key), f"{entry[1] / calls:,.0f}", f"{entry[2] / calls * 1e6:,.0f}"]
+        [profile_where(*key), f"{entry[1] / calls:,.0f}", f"{entry[2] / calls * 1e6:,.0f}"]
         for key, entry in mine
     ]
     env_scan = sum(

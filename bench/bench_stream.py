@@ -45,6 +45,7 @@ from _report import (
     blocked,
     calls_for,
     close_litellm,
+    litellm_stream,
     loopback_only,
     stamp,
     table,
@@ -272,33 +273,10 @@ class Contenders:
 
             self.fns["openai"] = sdk
 
-        try:
-            import litellm
-        except ImportError:
+        lite = litellm_stream(url, MODEL, MESSAGES)
+        if lite is None:
             self.notes["litellm"] = NOT_INSTALLED
         else:
-            litellm.telemetry = False
-            litellm.suppress_debug_info = True
-            # Its loop guard raises after 100 equal deltas in a row (the default);
-            # short token deltas repeat, so lift it as a real deployment would.
-            litellm.REPEATED_STREAMING_CHUNK_LIMIT = 10**9  # type: ignore[misc]
-            completion = litellm.completion
-            call = {
-                "model": f"openai/{MODEL}",
-                "api_base": url,
-                "api_key": "x",
-                "messages": MESSAGES,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-
-            def lite() -> str:
-                texts = []
-                for chunk in completion(**call):
-                    if chunk.choices and chunk.choices[0].delta.content:
-                        texts.append(chunk.choices[0].delta.content)
-                return "".join(texts)
-
             self.fns["litellm"] = lite
             self._closers.append(close_litellm)
 
