@@ -274,3 +274,16 @@ def litellm_stream(api_base: str, model: str, messages: list[Any], **extra: Any)
         return "".join(texts)
 
     return stream
+
+
+def package_versions(*names: str) -> dict[str, str]:
+    """Installed versions of `names` for the tables' labels; ``"?"`` for one not installed."""
+    from importlib.metadata import version
+
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = version(name)
+        except Exception:
+            versions[name] = "?"
+    return versions

@@ -47,6 +47,7 @@ from _report import (
     litellm_stream,
     loopback_only,
     own_time_by_package,
+    package_versions,
     profile_package,
     profile_where,
     stamp,
@@ -543,18 +544,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     began = time.perf_counter()
 
-    from importlib.metadata import version
-
     import llmchat
     from llmchat.proxy import make_app, make_server
     from llmchat.testing import Reply, ScriptedServer, Write
 
-    versions = {}
-    for name in ("openai", "litellm", "ollama", "anthropic"):
-        try:
-            versions[name] = version(name)
-        except Exception:
-            versions[name] = "?"
+    versions = package_versions("openai", "litellm", "ollama", "anthropic")
 
     texts = deltas(DELTAS)
     expected = "".join(texts)

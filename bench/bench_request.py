@@ -35,6 +35,7 @@ from _report import (
     close_litellm,
     loopback_only,
     own_time_by_package,
+    package_versions,
     profile_package,
     profile_where,
     stamp,
@@ -241,16 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args(argv)
 
-    from importlib.metadata import version
-
     from llmchat.testing import ChatResponder, ScriptedServer
 
-    versions = {}
-    for name in ("openai", "litellm"):
-        try:
-            versions[name] = version(name)
-        except Exception:
-            versions[name] = "?"
+    versions = package_versions("openai", "litellm")
 
     server = ScriptedServer(ChatResponder("ok"))
     with loopback_only(), server as url:

@@ -47,6 +47,7 @@ from _report import (
     close_litellm,
     litellm_stream,
     loopback_only,
+    package_versions,
     stamp,
     table,
     write_section,
@@ -891,16 +892,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args(argv)
 
-    from importlib.metadata import version
-
     from llmchat.testing import Reply, ScriptedServer, Stall, Write
 
-    versions = {}
-    for name in ("openai", "litellm"):
-        try:
-            versions[name] = version(name)
-        except Exception:
-            versions[name] = "?"
+    versions = package_versions("openai", "litellm")
 
     texts = deltas(FRAMES)
     expected = "".join(texts)
