@@ -363,23 +363,24 @@ class ProxyApp:
             watch.stop()
             return self._upstream_error(exchange, started, watch)
         response = started
-        chunks = iter(response)
-        first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
-        if first is None and (watch.hung_up.is_set() or response.is_cancelled):
-            watch.stop()
-            return self._client_gone(exchange, response)
         if not stream:
-            response.wait()
+            response.wait()  # a hang-up cancels it, in prefill or later
             watch.stop()
             if watch.hung_up.is_set() or response.is_cancelled:
                 return self._client_gone(exchange, response)
             if not response.is_success and not is_truncation(response):
                 return self._upstream_error(exchange, failure_of(response), watch)
-            self._count(exchange, response, len(response.msg.encode("utf-8")))
+            self._count(exchange, response)
             return self._json(exchange, 200, answer.body(response))
-        if first is None and not response.is_success and not is_truncation(response):
-            watch.stop()  # failed before any output: the client still gets a real status
-            return self._upstream_error(exchange, failure_of(response), watch)
+        chunks = iter(response)
+        first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
+        if first is None:
+            if watch.hung_up.is_set() or response.is_cancelled:
+                watch.stop()
+                return self._client_gone(exchange, response)
+            if not response.is_success and not is_truncation(response):
+                watch.stop()  # failed before any output: the client still gets a real status
+                return self._upstream_error(exchange, failure_of(response), watch)
         translator = answer.stream()
         exchange.begin(200, translator.content_type, _STREAM_HEADERS)
         return StreamBody(
@@ -403,7 +404,7 @@ class ProxyApp:
 
     def _client_gone(self, exchange: _Exchange, response: Response) -> list[bytes]:
         response.cancel()
-        self._count(exchange, response, len(response.msg.encode("utf-8")))
+        self._count(exchange, response)
         return self._aborted(exchange)
 
     def _aborted(self, exchange: _Exchange) -> list[bytes]:
@@ -414,11 +415,11 @@ class ProxyApp:
         return []
 
     @staticmethod
-    def _count(exchange: _Exchange, response: Response, content_bytes: int) -> None:
+    def _count(exchange: _Exchange, response: Response) -> None:
         event = exchange.event
         event.input_tokens = response.prompt_tokens
         event.output_tokens = response.completion_tokens
-        event.content_bytes = content_bytes
+        event.content_bytes = len(response.msg.encode("utf-8"))
         if response.model and not event.model:
             event.model = response.model
 
