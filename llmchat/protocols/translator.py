@@ -64,11 +64,11 @@ class StreamTranslator:
             self._note(chunk)
             choices = chunk.get("choices")
             if choices is None:
-                return self._nothing()
+                return b""
             if not isinstance(choices, list):
                 raise TypeError("choices is not a list")
             if not choices:
-                return self._nothing()
+                return b""
             choice = choices[0]
             if not isinstance(choice, Mapping):
                 raise TypeError("choice is not an object")
@@ -125,10 +125,6 @@ class StreamTranslator:
         May raise to reject the chunk (the stream then ends with `MALFORMED`).
         """
         raise NotImplementedError
-
-    def _nothing(self) -> bytes:
-        """What a chunk without choices (role-less usage frame) produces."""
-        return b""
 
     def _salvage(self) -> bytes:
         """Bytes already built for a chunk that then failed, to send before the error."""

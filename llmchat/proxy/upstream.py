@@ -143,10 +143,6 @@ class Call:
         if response is not None:
             response.cancel()
 
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
     def _track(self, response: Response | None = None, inference: Inference | None = None) -> None:
         with self._lock:
             if response is not None:
