@@ -14,7 +14,7 @@ from .conftest import SHARED
 
 # Names API.md lists that later steps of the plan add; each step removes its
 # names here as it lands them, so nothing can be dropped by accident.
-NOT_YET: set[str] = set()
+NOT_YET: set[str] = {"Anthropic", "Gemini", "Ollama", "OpenAIResponses"}  # step 3
 
 
 def api_md_top_level_names() -> list[str]:
@@ -24,7 +24,8 @@ def api_md_top_level_names() -> list[str]:
     text = path.read_text(encoding="utf-8")
     block = re.search(r"from llmchat import \((.*?)\)", text, re.S)
     assert block, "API.md has no top-level import block"
-    return re.findall(r"\w+", block.group(1))
+    names = re.sub(r"#[^\n]*", "", block.group(1))  # comments are prose, not names
+    return re.findall(r"\w+", names)
 
 
 def test_all_matches_api_md() -> None:
