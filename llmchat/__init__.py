@@ -6,6 +6,7 @@ This module only re-exports the public names; each lives in its own module.
 from __future__ import annotations
 
 from . import wire_json
+from ._version import __version__ as __version__
 from .backends.koboldcpp import KoboldCpp
 from .backends.mock import MockBackend
 from .backends.openai_common import OpenAICommon
@@ -16,8 +17,6 @@ from .messages import Message, normalize_messages
 from .response import Response
 from .settings import Settings
 from .tools import ToolCall
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Chunk",

@@ -166,7 +166,7 @@ def _server_tokenizer(backend: Any, timeout: float | None) -> Tokenize:
 
     def tokenize(text: str) -> list[int]:
         data = wire_json.encode({field: text})
-        url = backend._server_root() + path
+        url = backend._url(path, at_root=True)
         payload, note = backend._request_json(
             "POST", url, data, label=f"POST {path}", limit=timeout
         )

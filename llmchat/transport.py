@@ -313,12 +313,20 @@ class CancellableAdapter(HTTPAdapter):
         return manager
 
 
-def new_session() -> requests.Session:
-    """A `requests.Session` with `CancellableAdapter` on http and https."""
+DEFAULT_POOL_SIZE: Final = 64
+
+
+def new_session(pool_size: int = DEFAULT_POOL_SIZE) -> requests.Session:
+    """A `requests.Session` with `CancellableAdapter` on http and https.
+
+    `pool_size` is how many idle connections each host keeps: a backend shared
+    by more threads than that opens extra connections and drops them after use
+    (urllib3 logs "Connection pool is full" for each).
+    """
     session = requests.Session()
     session.trust_env = True
-    session.mount("http://", CancellableAdapter())
-    session.mount("https://", CancellableAdapter())
+    for prefix in ("http://", "https://"):
+        session.mount(prefix, CancellableAdapter(pool_maxsize=pool_size))
     return session
 
 
@@ -330,9 +338,15 @@ class Transport:
     any foreign exception: pass it to `classify_exception`.
     """
 
-    def __init__(self, timeouts: Timeouts, session: requests.Session | None = None) -> None:
+    def __init__(
+        self,
+        timeouts: Timeouts,
+        session: requests.Session | None = None,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
         self.timeouts = timeouts
-        self.session = session if session is not None else new_session()
+        self.session = session if session is not None else new_session(pool_size)
 
     def open(
         self,

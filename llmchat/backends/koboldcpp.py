@@ -118,7 +118,10 @@ class KoboldCpp(OpenAICommon):
         """Best effort: tell the server to stop generating; errors are logged, never raised."""
         try:
             _, note = self._request_json(
-                "POST", self._server_root() + self.abort_path, b"{}", label="POST /api/extra/abort"
+                "POST",
+                self._url(self.abort_path, at_root=True),
+                b"{}",
+                label="POST /api/extra/abort",
             )
         except Exception:
             log.debug("KoboldCpp abort failed", exc_info=True)

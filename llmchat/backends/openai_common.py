@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Final
 import requests
 
 from .. import wire_json
+from .._version import __version__
 from ..chunk import Chunk
 from ..completion import error_message, judge_finish, parse_completion, usage_fields
 from ..errors import InvalidArgumentError, InvalidTypeError
@@ -25,6 +26,7 @@ from ..settings import Settings
 from ..sse import SSEDecoder, SSEEvent
 from ..stream_parser import StreamParser
 from ..transport import (
+    DEFAULT_POOL_SIZE,
     Exchange,
     Timeouts,
     Transport,
@@ -34,6 +36,7 @@ from ..transport import (
     parse_json,
     redact_headers,
 )
+from ..urls import join_url, server_root
 from ..wirelog import WireLog
 
 log = logging.getLogger("llmchat")
@@ -141,6 +144,7 @@ class OpenAICommon:
         stream_finish_grace: float | None = 10.0,
         server_probe_timeout: float | None = 3.0,
         session: Any = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
         if not isinstance(api_url, str) or not api_url.strip():
             raise InvalidArgumentError(f"api_url must be a non-empty URL string, got {api_url!r}")
@@ -154,6 +158,10 @@ class OpenAICommon:
             raise InvalidTypeError(
                 f"session must be a requests.Session or None, got {type(session).__name__}"
             )
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+            raise InvalidTypeError(f"pool_size must be an int, got {type(pool_size).__name__}")
+        if pool_size < 1:
+            raise InvalidArgumentError(f"pool_size must be >= 1, got {pool_size}")
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidTypeError(
                 f"settings must be a llmchat.Settings or None, got {type(settings).__name__}"
@@ -184,7 +192,8 @@ class OpenAICommon:
             probe=server_probe_timeout,
         )
         self.session = session
-        self._transport = Transport(self.timeouts, session)
+        self.pool_size = pool_size
+        self._transport = Transport(self.timeouts, session, pool_size=pool_size)
 
     # -- identity -----------------------------------------------------------
 
@@ -217,6 +226,7 @@ class OpenAICommon:
             "stream_finish_grace": timeouts.finish_grace,
             "server_probe_timeout": timeouts.probe,
             "session": self.session,
+            "pool_size": self.pool_size,
         }
 
     def clone(self, **changes: Any) -> OpenAICommon:
@@ -271,7 +281,7 @@ class OpenAICommon:
 
         llmchat calls this; user code does not; override it in a subclass.
         """
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
@@ -356,7 +366,7 @@ class OpenAICommon:
         data = self._encode_request_body(body)
         return WireRequest(
             method="POST",
-            url=self.api_url + path,
+            url=join_url(self.api_url, path),
             headers=self._get_api_headers(),
             body=body,
             data=data,
@@ -794,8 +804,14 @@ class OpenAICommon:
 
     def _server_root(self) -> str:
         """The api_url without its trailing ``/v1``: where a server's own routes live."""
-        root = self.api_url
-        return root[: -len("/v1")] if root.endswith("/v1") else root
+        return server_root(self.api_url)
+
+    def _url(self, route: str, *, at_root: bool = False) -> str:
+        """The URL of `route` under `api_url` (or the server root), before any query.
+
+        A shared internal for a subclass's own side requests.
+        """
+        return join_url(self._server_root() if at_root else self.api_url, route)
 
     def _probe_json(self, path: str) -> tuple[Any, str | None]:
         """One bounded GET of JSON at the server root: `(payload, None)` or `(None, note)`.
@@ -804,7 +820,7 @@ class OpenAICommon:
         even against a server that accepts and never answers, or trickles.
         A shared internal for a subclass's own probe.
         """
-        return self._request_json("GET", self._server_root() + path, label=f"GET {path}")
+        return self._request_json("GET", self._url(path, at_root=True), label=f"GET {path}")
 
     def _request_json(
         self,
@@ -820,6 +836,23 @@ class OpenAICommon:
         Sent with the backend's headers; bounded in total by `limit` (default:
         the probe timeout); never raises. For a subclass's own calls beside the
         completion (a cost lookup, an abort).
+        """
+        _, payload, note = self._side_request(method, url, data, label=label, limit=limit)
+        return payload, note
+
+    def _side_request(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None = None,
+        *,
+        label: str,
+        limit: float | None = None,
+    ) -> tuple[int | None, Any, str | None]:
+        """`_request_json` with the HTTP status too: `(status, payload, note)`.
+
+        `status` is None when no HTTP answer came (refused, timed out, cut off),
+        which tells an unreachable server from one without the route.
         """
         limit = self.timeouts.probe if limit is None else limit
         exchange = Exchange()
@@ -843,17 +876,18 @@ class OpenAICommon:
             _, message = classify_exception(
                 exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
             )
-            return None, f"{label} failed: {message}"
+            return None, None, f"{label} failed: {message}"
         finally:
             exchange.finish()
             if http is not None:
                 http.close()
-        if http.status_code != 200:
-            return None, f"{label} answered HTTP {http.status_code}"
+        status = http.status_code
+        if status != 200:
+            return status, None, f"{label} answered HTTP {status}"
         payload = parse_json(decode_body(body))
         if not isinstance(payload, Mapping):
-            return None, f"{label} did not answer a JSON object"
-        return payload, None
+            return status, None, f"{label} did not answer a JSON object"
+        return status, payload, None
 
     def close(self) -> None:
         """Close the backend's pooled connections (only a session llmchat created)."""
@@ -866,6 +900,9 @@ class OpenAICommon:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+
+USER_AGENT: Final = f"llmchat/{__version__}"
+"""Servers and gateways log clients by it; requests' own would name requests."""
 
 ERR_STREAM_CLOSED: Final = "Stream closed without [DONE] or a finish reason"
 

@@ -157,7 +157,7 @@ class OpenRouter(OpenAICommon):
         generation_id = getattr(response, "generation_id", None)
         if not self.generation_lookup or not generation_id or not _missing_fields(response):
             return
-        url = f"{self.api_url}/generation?id={quote(generation_id, safe='')}"
+        url = self._url(f"/generation?id={quote(generation_id, safe='')}")
         payload, note = self._request_json("GET", url, label="GET /generation")
         data = payload.get("data") if note is None else None
         if not isinstance(data, Mapping):

@@ -33,6 +33,7 @@ from .upstream import (
     Failure,
     Relay,
     Upstream,
+    UpstreamUnavailable,
     failure_of,
     is_truncation,
 )
@@ -62,6 +63,7 @@ _REASONS = {
     504: "Gateway Timeout",
     529: "Overloaded",
 }
+UPSTREAM_UNAVAILABLE = "Could not reach the upstream server"
 _STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 
 
@@ -275,10 +277,19 @@ class ProxyApp:
         return self._json(exchange, 200, ollama_face.version_body())
 
     def _ollama_tags(self, exchange: _Exchange) -> list[bytes]:
-        return self._json(exchange, 200, ollama_face.tags_body(self.upstream.model_names()))
+        return self._models(exchange, ollama_face.tags_body)
 
     def _ollama_ps(self, exchange: _Exchange) -> list[bytes]:
-        return self._json(exchange, 200, ollama_face.ps_body(self.upstream.model_names()))
+        return self._models(exchange, ollama_face.ps_body)
+
+    def _models(
+        self, exchange: _Exchange, shape: Callable[[list[str]], dict[str, Any]]
+    ) -> list[bytes]:
+        try:
+            names = self.upstream.model_names()
+        except UpstreamUnavailable:
+            return self._error(exchange, 502, UPSTREAM_UNAVAILABLE, "connection")
+        return self._json(exchange, 200, shape(names))
 
     def _ollama_show(self, exchange: _Exchange) -> list[bytes]:
         body = self._read_json(exchange)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends.mock import MockBackend
 from ..backends.openai_common import OpenAICommon
 from ..chunk import Chunk
 from ..errors import InvalidArgumentError, InvalidTypeError
@@ -23,7 +24,7 @@ from ..settings import Settings
 from ..tokens import TokenCounter
 from ..transport import Exchange, classify_exception, iter_bytes
 
-__all__ = ["Failure", "Relay", "Upstream", "openai_chunk"]
+__all__ = ["Failure", "Relay", "Upstream", "UpstreamUnavailable", "openai_chunk"]
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -245,13 +246,22 @@ class Upstream:
     # -- models -------------------------------------------------------------
 
     def model_names(self) -> list[str]:
-        """Model ids the upstream lists at ``GET /models``; its configured ones if that fails."""
+        """Model ids the upstream lists at ``GET /models``, then its configured ones.
+
+        An upstream without the route (404, 405) or without a network (a mock)
+        lists only its configured models. Raises `UpstreamUnavailable` when the
+        upstream cannot be reached or fails: an empty list would read as "no
+        models" to a client, not as "the server is down".
+        """
         names: list[str] = []
         backend = self.backend
-        if isinstance(backend, OpenAICommon):
-            payload, _ = backend._request_json(
-                "GET", backend.api_url + "/models", label="GET /models"
+        if isinstance(backend, OpenAICommon) and not isinstance(backend, MockBackend):
+            status, payload, note = backend._side_request(
+                "GET", backend._url("/models"), label="GET /models"
             )
+            if status is None or (note is not None and status not in (404, 405)):
+                log.warning("the upstream's model list failed: %s", note)
+                raise UpstreamUnavailable(note or "GET /models failed")
             data = payload.get("data") if isinstance(payload, Mapping) else None
             if isinstance(data, list):
                 for item in data:
@@ -311,7 +321,7 @@ class Upstream:
         exchange = relay.exchange
         exchange.arm_deadline(backend.timeouts.request)
         try:
-            http = backend._transport.open(method, backend.api_url + path, headers, data, exchange)
+            http = backend._transport.open(method, backend._url(path), headers, data, exchange)
         except Exception as exc:
             exchange.finish()
             if exchange.aborted == "cancel":
@@ -350,6 +360,10 @@ class Relay:
         self.exchange.finish()
         if self.http is not None:
             self.http.close()
+
+
+class UpstreamUnavailable(Exception):
+    """The upstream could not be reached, or failed, on a metadata route."""
 
 
 class RelayBroken(Exception):
