@@ -331,14 +331,13 @@ def _text(name: str, value: Any) -> str:
 
 
 def _schema_name(name: str, value: Any) -> str:
-    _text(name, value)
+    text = _text(name, value)
     # fullmatch, not `$`: `$` would let a trailing newline through.
-    if not _SCHEMA_NAME.fullmatch(value):
+    if not _SCHEMA_NAME.fullmatch(text):
         raise InvalidArgumentError(
-            f"Settings.{name} must be 1-64 characters from A-Z, a-z, 0-9, '_' and '-', "
-            f"got {value!r}"
+            f"Settings.{name} must be 1-64 characters from A-Z, a-z, 0-9, '_' and '-', got {text!r}"
         )
-    return value
+    return text
 
 
 def _strings(name: str, value: Any) -> tuple[str, ...]:
@@ -414,14 +413,15 @@ def _json_copy(value: Any, where: str) -> Any:
 
 def _extra_body(name: str, value: Any) -> dict[str, Any]:
     _mapping(name, value, "a mapping with str keys")
-    return _json_copy(value, f"Settings.{name}")
+    copied: dict[str, Any] = _json_copy(value, f"Settings.{name}")
+    return copied
 
 
 def _json_schema(name: str, value: Any) -> dict[str, Any]:
     # A bare `true`/`false` schema is valid JSON Schema, but `response_format`
     # needs an object.
     _mapping(name, value, "a JSON Schema object (a mapping)")
-    schema = _json_copy(value, f"Settings.{name}")
+    schema: dict[str, Any] = _json_copy(value, f"Settings.{name}")
     # Imported here: jsonschema takes ~150 ms to import, and `import llmchat`
     # must stay cheap for callers who never send a schema.
     from jsonschema.exceptions import SchemaError
@@ -430,7 +430,10 @@ def _json_schema(name: str, value: Any) -> dict[str, Any]:
     dialect = schema.get("$schema")
     # Given a default, validator_for reports an unknown `$schema` by returning it
     # instead of warning and quietly validating against the latest draft.
-    validator = validator_for(schema, default=None) if isinstance(dialect, str) else None
+    validator = None
+    if isinstance(dialect, str):
+        # The stub's `default` type omits None, which the runtime accepts.
+        validator = validator_for(schema, default=None)  # type: ignore[arg-type]
     if "$schema" in schema and validator is None:
         raise InvalidArgumentError(
             f"Settings.{name} has an unknown $schema {dialect!r}; "

@@ -97,14 +97,14 @@ class ToolLoop:
                 raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
             if value < 1:
                 raise InvalidArgumentError(f"{name} must be at least 1, got {value}")
-        for name, value in (
+        for hook_name, hook in (
             ("on_tool_call", on_tool_call),
             ("on_tool_result", on_tool_result),
             ("on_limit", on_limit),
         ):
-            if value is not None and not callable(value):
+            if hook is not None and not callable(hook):
                 raise InvalidTypeError(
-                    f"{name} must be callable or None, got {type(value).__name__}"
+                    f"{hook_name} must be callable or None, got {type(hook).__name__}"
                 )
         self.backend = backend
         self.tools: list[Mapping[str, Any]] = list(tools)

@@ -40,7 +40,8 @@ class ToolCall:
         ``function.arguments`` may be a JSON string (OpenAI) or an object (some
         servers); anything else is kept in `arguments_json` and flagged.
         """
-        function = data.get("function") if isinstance(data.get("function"), Mapping) else {}
+        given = data.get("function")
+        function: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         raw = function.get("arguments")
         arguments, text, undecodable = decode_arguments(raw)
         return cls(
@@ -174,7 +175,8 @@ _S = TypeVar("_S", bound="_HasId")
 
 
 class _HasId(Protocol):
-    id: str | None
+    @property
+    def id(self) -> str | None: ...
 
 
 def slot_for_fragment(

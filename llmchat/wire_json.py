@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from json.encoder import encode_basestring  # type: ignore[attr-defined]  # the C version
+from json.encoder import encode_basestring  # the C version
 from typing import Any, Final
 
 from .errors import InvalidArgumentError, InvalidTypeError

@@ -286,7 +286,7 @@ class AnthropicStream(StreamTranslator):
     def _ensure_started(self) -> None:
         if self._started:
             return
-        message = {
+        message: dict[str, Any] = {
             "id": self._message_id or "msg_" + uuid.uuid4().hex,
             "type": "message",
             "role": "assistant",

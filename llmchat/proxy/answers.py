@@ -53,7 +53,7 @@ class OllamaAnswer(Answer):
         return openai_chunk(chunk, thinking=self.thinking)
 
     def loaded(self, unload: bool = False) -> dict[str, Any]:
-        common = dict(
+        common: dict[str, Any] = dict(
             model=self.model,
             text="",
             thinking=None,
@@ -67,7 +67,7 @@ class OllamaAnswer(Answer):
         return ollama_face.generate_body(**common)
 
     def body(self, response: Response) -> dict[str, Any]:
-        common = dict(
+        common: dict[str, Any] = dict(
             model=response.model or self.model,
             text=response.msg,
             thinking=response.reasoning_text if self.thinking else None,

@@ -216,8 +216,7 @@ def _messages(value: Any) -> list[dict[str, Any]]:
 def _block_type(block: Any, where: str) -> str:
     require_mapping(block, where)
     kind = _required(block, "type", where)
-    require_str(kind, f"{where}.type")
-    return kind
+    return require_str(kind, f"{where}.type")
 
 
 def _user_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
@@ -270,8 +269,7 @@ def _assistant_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
 
 def _text_of(block: Mapping[str, Any], where: str) -> str:
     text = _required(block, "text", where)
-    require_str(text, f"{where}.text")
-    return text
+    return require_str(text, f"{where}.text")
 
 
 def _image_url(block: Mapping[str, Any], where: str) -> str:
@@ -287,7 +285,7 @@ def _image_url(block: Mapping[str, Any], where: str) -> str:
         return data_url(data, field=f"{where}.source.data", media_type=media_type)
     if kind == "url":
         url = _required(source, "url", f"{where}.source")
-        require_str(url, f"{where}.source.url")
+        url = require_str(url, f"{where}.source.url")
         if not url:
             raise InvalidArgumentError(f"{where}.source.url: must not be empty")
         return url

@@ -328,10 +328,10 @@ class ProxyApp:
 
         The upstream loads its own model; there is nothing to forward.
         """
-        answer = answer.loaded(_unloading(body))
+        loaded = answer.loaded(_unloading(body))
         if not request.get("stream"):
-            return self._json(exchange, 200, answer)
-        data = wire_json.encode_data(answer) + b"\n"
+            return self._json(exchange, 200, loaded)
+        data = wire_json.encode_data(loaded) + b"\n"
         exchange.event.stream = True
         exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
         self._record(exchange)

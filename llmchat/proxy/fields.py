@@ -15,19 +15,22 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 __all__ = ["integer", "json_type", "number", "require_bool", "require_mapping", "require_str"]
 
 
-def require_mapping(value: Any, where: str) -> None:
+def require_mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidTypeError(f"{where}: must be an object, not {json_type(value)}")
+    return value
 
 
-def require_str(value: Any, where: str) -> None:
+def require_str(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise InvalidTypeError(f"{where}: must be a string, not {json_type(value)}")
+    return value
 
 
-def require_bool(value: Any, where: str) -> None:
+def require_bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidTypeError(f"{where}: must be a boolean, not {json_type(value)}")
+    return value
 
 
 def number(value: Any, where: str) -> int | float:

@@ -363,7 +363,7 @@ def _model(body: Mapping[str, Any]) -> str:
     model = body.get("model")
     if model is None:
         raise InvalidArgumentError("model: is required")
-    require_str(model, "model")
+    model = require_str(model, "model")
     if not model:
         raise InvalidArgumentError("model: must not be empty")
     return model
@@ -373,8 +373,7 @@ def _stream(body: Mapping[str, Any]) -> bool:
     stream = body.get("stream")
     if stream is None:
         return True
-    require_bool(stream, "stream")
-    return stream
+    return require_bool(stream, "stream")
 
 
 def _common(body: Mapping[str, Any], out: dict[str, Any]) -> None:
@@ -583,7 +582,7 @@ def _answered_id(message: Mapping[str, Any], index: int, unanswered: list[tuple[
     where = f"messages[{index}]"
     explicit = message.get("tool_call_id")
     if explicit is not None:
-        require_str(explicit, f"{where}.tool_call_id")
+        explicit = require_str(explicit, f"{where}.tool_call_id")
     tool_name = message.get("tool_name")
     if tool_name is not None:
         require_str(tool_name, f"{where}.tool_name")

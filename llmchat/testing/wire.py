@@ -109,7 +109,7 @@ def _parse_one(buffer: Buffer) -> tuple[ParsedRequest, int] | int:
     return ParsedRequest(method, target, version, headers, body, raw), used
 
 
-def _parse_head(head: bytes) -> tuple[str, str, str, Headers]:
+def _parse_head(head: bytes | bytearray) -> tuple[str, str, str, Headers]:
     # Field values are octets (RFC 9110 §5.5); latin-1 maps each to one character.
     lines = [line.decode("latin-1") for line in _LINE_END.split(head)]
     request_line = _REQUEST_LINE.fullmatch(lines[0])
@@ -174,7 +174,7 @@ def _chunked_span(buffer: Buffer, pos: int) -> tuple[bytes, int] | int:
         pos = crlf.end()
 
 
-def _chunk_size(line: bytes) -> int:
+def _chunk_size(line: bytes | bytearray) -> int:
     digits = line.split(b";", 1)[0].strip()  # chunk extensions are ignored (RFC 9112 §7.1.1)
     try:
         return int(digits, 16)
