@@ -1,12 +1,12 @@
 """The proxy's WSGI application: Ollama, Anthropic and OpenAI faces over one upstream.
 
-Routing, the key check, the body limit, request ids and error shapes live
-here. Translating request bodies is the faces' job (`ollama_face`,
-`anthropic_face`); turning a Response into each face's answer is `answers`';
-writing streamed bodies is `bodies`'; talking to the upstream is
-`upstream.Upstream`'s. Streams are yielded a line (or event) at a time: the
-app never buffers, so what reaches the client is only as delayed as the WSGI
-server makes it.
+Routing, the key check, the body limit and request ids live here; the error
+body each face answers with is `shapes`'. Translating request bodies is the
+faces' job (`ollama_face`, `anthropic_face`); turning a Response into each
+face's answer is `answers`'; writing streamed bodies is `bodies`'; talking to
+the upstream is `upstream.Upstream`'s. Streams are yielded a line (or event) at
+a time: the app never buffers, so what reaches the client is only as delayed as
+the WSGI server makes it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .answers import Answer, AnthropicAnswer, OllamaAnswer
 from .bodies import RelayBody, StreamBody
 from .hangup import HangupWatch, client_socket
 from .relay_meter import RelayMeter
+from .shapes import error_body, face_of
 from .upstream import (
     Call,
     Failure,
@@ -163,7 +164,7 @@ class ProxyApp:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
         route = self._routes.get((method, path))
-        face = route[0] if route else _face_of(path)
+        face = route[0] if route else face_of(path)
         exchange = _Exchange(environ, start_response, face)
         # The key is checked first, so a caller without it cannot map the routes.
         if (
@@ -210,7 +211,7 @@ class ProxyApp:
         event = exchange.event
         event.ok = False
         event.error_type = event.error_type or error_type
-        return self._json(exchange, status, _error_body(exchange.face, status, message))
+        return self._json(exchange, status, error_body(exchange.face, status, message))
 
     def _record(self, exchange: _Exchange) -> None:
         exchange.event.duration_ms = round((time.monotonic() - exchange.started) * 1000, 3)
@@ -481,31 +482,3 @@ def _unloading(body: Mapping[str, Any]) -> bool:
     if isinstance(keep_alive, (int, float)) and not isinstance(keep_alive, bool):
         return keep_alive == 0
     return isinstance(keep_alive, str) and keep_alive.strip() in ("0", "0s", "0m", "0h")
-
-
-def _face_of(path: str) -> str:
-    if path.startswith("/api/"):
-        return "ollama"
-    if path.startswith("/v1/messages"):
-        return "anthropic"
-    if path.startswith("/v1/"):
-        return "openai"
-    return "proxy"
-
-
-def _error_body(face: str, status: int, message: str) -> dict[str, Any]:
-    if face == "ollama":
-        return ollama_face.error_body(message)
-    if face == "anthropic":
-        return anthropic_face.error_body(status, message)
-    return {"error": {"message": message, "type": _openai_error_type(status), "code": status}}
-
-
-def _openai_error_type(status: int) -> str:
-    if status == 401:
-        return "authentication_error"
-    if status == 429:
-        return "rate_limit_error"
-    if 400 <= status < 500:
-        return "invalid_request_error"
-    return "server_error"
