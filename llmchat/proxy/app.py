@@ -52,6 +52,7 @@ _REASONS = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
     411: "Length Required",
     413: "Content Too Large",
     422: "Unprocessable Content",
@@ -63,6 +64,7 @@ _REASONS = {
     504: "Gateway Timeout",
     529: "Overloaded",
 }
+_TOO_DEEP = "The request body is nested too deeply"
 _STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 
 
@@ -182,6 +184,9 @@ class ProxyApp:
             return route[1](exchange)
         except _ClientError as exc:
             return self._error(exchange, exc.status, str(exc), exc.error_type)
+        except RecursionError:
+            # A body nested deeper than the interpreter's stack: the client's doing.
+            return self._error(exchange, 400, _TOO_DEEP, "invalid_request")
         except (ValueError, TypeError) as exc:
             # The faces and Settings raise these naming the field the client got wrong.
             return self._error(exchange, 400, str(exc), "invalid_request")
@@ -230,7 +235,7 @@ class ProxyApp:
                 ) from None
             if length > self.max_body_bytes:
                 raise _ClientError(413, self._too_large(), "too_large")
-            data = stream.read(length) if length > 0 else b""
+            data = self._read_body(stream, length) if length > 0 else b""
         elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
             if not environ.get("wsgi.input_terminated"):
                 # This server hands over the raw socket (wsgiref does): reading
@@ -250,12 +255,22 @@ class ProxyApp:
             raise _ClientError(
                 400, "The request body is not valid JSON", "invalid_request"
             ) from None
+        except RecursionError:
+            raise _ClientError(400, _TOO_DEEP, "invalid_request") from None
         if not isinstance(body, dict):
             raise _ClientError(400, "The request body must be a JSON object", "invalid_request")
         model = body.get("model")
         if isinstance(model, str):
             exchange.event.model = model
         return body
+
+    @staticmethod
+    def _read_body(stream: Any, length: int) -> bytes:
+        try:
+            return bytes(stream.read(length))
+        except TimeoutError:
+            # The server's body deadline (llmchat's own server raises this) passed.
+            raise _ClientError(408, "The request body did not arrive in time", "timeout") from None
 
     def _too_large(self) -> str:
         return f"The request body is larger than the proxy's limit of {self.max_body_bytes} bytes"
