@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Any
 
-__all__ = ["DeadlineReader", "StallWriter", "wait_for"]
+__all__ = ["DeadlineReader", "StallWriter", "drain", "wait_for"]
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
@@ -117,6 +117,29 @@ class StallWriter(io.BufferedIOBase):
             except (BlockingIOError, InterruptedError):
                 continue
         return sent
+
+
+def drain(sock: socket.socket, *, seconds: float, limit: int) -> None:
+    """Read and drop what the client still sends: until its end, `limit` bytes or `seconds`.
+
+    Closing a socket with unread bytes queued makes the kernel answer with a
+    reset, and a reset can destroy an answer the client has not read yet.
+    """
+    deadline = time.monotonic() + seconds
+    taken = 0
+    while taken < limit:
+        left = deadline - time.monotonic()
+        if left <= 0 or not wait_for(sock, write=False, timeout=left):
+            return
+        try:
+            chunk = sock.recv(min(65536, limit - taken), _DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError:
+            return
+        if not chunk:
+            return
+        taken += len(chunk)
 
 
 def _deadline_in(seconds: float | None) -> float | None:

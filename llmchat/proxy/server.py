@@ -29,7 +29,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from .. import wire_json
-from .deadlines import DeadlineReader, StallWriter
+from .deadlines import DeadlineReader, StallWriter, drain, wait_for
 from .limits import ServerLimits
 from .shapes import error_body, face_of_request_line, overloaded_body
 
@@ -45,7 +45,7 @@ _BACKOFF_MAX = 0.5
 # face's shape; connections beyond them are closed unanswered, so a flood costs
 # a bounded number of threads.
 _REJECTERS = 8
-_REJECT_SECONDS = 2.0
+_LINGER_SECONDS = 2.0  # also what an over-cap client gets to send its request line
 _DRAIN_BYTES = 65536
 _REQUEST_LINE_MAX = 65537  # what wsgiref reads; more is a 414
 
@@ -112,6 +112,17 @@ class _Handler(WSGIRequestHandler):
         self.wfile.write(
             error_response(code, short, error_body(face, code, text), head_only=head_only)
         )
+
+    def finish(self) -> None:
+        super().finish()
+        if wait_for(self.connection, write=False, timeout=0):
+            # Bytes the app never read (a refused body, the rest of a 414's line):
+            # half-close so the answer ends, then drain them, or close() sends a reset.
+            try:
+                self.connection.shutdown(socket.SHUT_WR)
+            except OSError:
+                return
+            drain(self.connection, seconds=_linger_seconds(self._limits()), limit=_DRAIN_BYTES)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
@@ -249,11 +260,7 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
 
     def _answer_overloaded(self, sock: socket.socket) -> None:
         """Read the request line (to know the face), answer 503, let the client finish sending."""
-        seconds = min(
-            t
-            for t in (_REJECT_SECONDS, self.limits.idle_timeout, self.limits.header_timeout)
-            if t is not None
-        )
+        seconds = _linger_seconds(self.limits)
         reader = DeadlineReader(sock, idle=seconds, headers=seconds)
         reader.arm(seconds)  # one deadline from accept, not one per phase
         buffered = io.BufferedReader(reader)
@@ -266,15 +273,13 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
         answer = error_response(503, "Service Unavailable", body, extra=["Retry-After: 1"])
         StallWriter(sock, stall=seconds).write(answer)
         sock.shutdown(socket.SHUT_WR)
-        # Closing with the client's headers unread would reset the connection,
-        # and a reset can destroy the 503 before the client reads it.
-        reader.arm(seconds)
-        drained = 0
-        while drained < _DRAIN_BYTES:
-            chunk = buffered.read1(_DRAIN_BYTES)
-            if not chunk:
-                break
-            drained += len(chunk)
+        drain(sock, seconds=seconds, limit=_DRAIN_BYTES)  # or close() would reset the 503
+
+
+def _linger_seconds(limits: ServerLimits) -> float:
+    """How long a closing connection may keep sending bytes nobody will read."""
+    given = (limits.idle_timeout, limits.header_timeout)
+    return min(_LINGER_SECONDS, *(t for t in given if t is not None))
 
 
 def make_server(
