@@ -31,14 +31,16 @@ from llmchat.proxy import make_app, make_server
 from llmchat.proxy.server import ProxyServer
 from llmchat.testing import Reply, ScriptedServer
 
+from .proxy_support import UsageSink
+
 WAIT = 10.0
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager
-def serving(upstream: Any = None, **limits: Any) -> Iterator[ProxyServer]:
+def serving(upstream: Any = None, usage_log: Any = None, **limits: Any) -> Iterator[ProxyServer]:
     """`make_server(make_app(upstream), **limits)` serving in a thread on a free port."""
-    app = make_app(upstream if upstream is not None else MockBackend())
+    app = make_app(upstream if upstream is not None else MockBackend(), usage_log=usage_log)
     server = make_server(app, "127.0.0.1", 0, **limits)
     thread = threading.Thread(target=server.serve_forever, name="test-proxy", daemon=True)
     thread.start()
@@ -367,6 +369,33 @@ def test_a_relayed_stream_longer_than_every_deadline_arrives_whole() -> None:
     assert lasted > 3 * 0.3
     assert answer.status_code == 200
     assert answer.text.count("data: ") == 7 and answer.text.endswith("data: [DONE]\n\n")
+
+
+def test_a_client_that_stops_reading_is_let_go_after_the_send_timeout() -> None:
+    content = {"choices": [{"index": 0, "delta": {"content": "x" * 4_000_000}}]}
+    upstream = ScriptedServer([Reply.sse([content])]).start()
+    sink = UsageSink()
+    body = b'{"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    try:
+        with (
+            OpenAICommon(upstream.url) as backend,
+            serving(backend, sink, **_SMALL) as server,
+            socket.socket() as sock,
+        ):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(WAIT)
+            sock.connect(server.server_address[:2])
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            # Nothing is read until the proxy has given up on this client.
+            event = sink.wait(1)[0]
+            assert _read_to_end(sock).count(b"x") < 4_000_000
+            assert server.connections == 0
+    finally:
+        upstream.stop()
+    assert (event["status"], event["error_type"]) == (499, "client_abort")
 
 
 # -- arguments ---------------------------------------------------------------
