@@ -21,9 +21,11 @@ from __future__ import annotations
 import errno
 import io
 import logging
+import math
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
@@ -47,6 +49,7 @@ _BACKOFF_MAX = 0.5
 _REJECTERS = 8
 _LINGER_SECONDS = 2.0  # also what an over-cap client gets to send its request line
 _DRAIN_BYTES = 65536
+_REFUSAL_LOG_SECONDS = 60.0
 _REQUEST_LINE_MAX = 65537  # what wsgiref reads; more is a 414
 
 
@@ -138,15 +141,17 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
         self,
         server_address: tuple[str, int],
         handler: type[WSGIRequestHandler] = _Handler,
-        limits: ServerLimits | None = None,
         bind_and_activate: bool = True,
+        *,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.limits = limits if limits is not None else ServerLimits()
         self.request_queue_size = self.limits.backlog  # read by server_activate's listen()
         self._gate = threading.Lock()
         self._serving = 0
         self._rejecting = 0
-        self._full = False
+        self._refusals = 0
+        self._refusals_told = -math.inf
         self._stopping = threading.Event()
         self._backoff = 0.0
         super().__init__(server_address, handler, bind_and_activate)
@@ -233,9 +238,7 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
             if self._serving < self.limits.max_connections:
                 self._serving += 1
                 return "serve"
-            if not self._full:
-                self._full = True
-                log.warning("at the limit of %d connections; refusing more", self._serving)
+            self._tell_refusal()
             if self._rejecting < _REJECTERS:
                 self._rejecting += 1
                 return "reject"
@@ -245,9 +248,20 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
         with self._gate:
             if verdict == "serve":
                 self._serving -= 1
-                self._full = False
             else:
                 self._rejecting -= 1
+
+    def _tell_refusal(self) -> None:
+        """Log refusals at most once a minute: a flood must not flood the log too."""
+        self._refusals += 1
+        now = time.monotonic()
+        if now - self._refusals_told >= _REFUSAL_LOG_SECONDS:
+            log.warning(
+                "at the limit of %d connections; refused %d since the last report",
+                self.limits.max_connections,
+                self._refusals,
+            )
+            self._refusals, self._refusals_told = 0, now
 
     def _refuse(self, request: Any, client_address: Any) -> None:
         try:
@@ -311,6 +325,6 @@ def make_server(
         body_timeout=body_timeout,
         send_timeout=send_timeout,
     )
-    server = ProxyServer((host, port), _Handler, limits)
+    server = ProxyServer((host, port), _Handler, limits=limits)
     server.set_app(app)
     return server
