@@ -164,6 +164,12 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--max-body-bytes", type=int, default=10_000_000, help="largest request body accepted"
     )
+    proxy.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        help="connections served at once; more get a 503 (default: 256)",
+    )
     proxy.set_defaults(run=_run_proxy)
     return parser
 
@@ -380,7 +386,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
         api_key=os.environ.get(args.proxy_key_env) or None,
         max_body_bytes=args.max_body_bytes,
     )
-    server = make_server(app, args.host, args.port)
+    server = make_server(app, args.host, args.port, max_connections=args.max_connections)
     print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
     try:
         server.serve_forever()

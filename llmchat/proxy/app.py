@@ -1,12 +1,12 @@
 """The proxy's WSGI application: Ollama, Anthropic and OpenAI faces over one upstream.
 
-Routing, the key check, the body limit, request ids and error shapes live
-here. Translating request bodies is the faces' job (`ollama_face`,
-`anthropic_face`); turning a Response into each face's answer is `answers`';
-writing streamed bodies is `bodies`'; talking to the upstream is
-`upstream.Upstream`'s. Streams are yielded a line (or event) at a time: the
-app never buffers, so what reaches the client is only as delayed as the WSGI
-server makes it.
+Routing, the key check, the body limit and request ids live here; the error
+body each face answers with is `shapes`'. Translating request bodies is the
+faces' job (`ollama_face`, `anthropic_face`); turning a Response into each
+face's answer is `answers`'; writing streamed bodies is `bodies`'; talking to
+the upstream is `upstream.Upstream`'s. Streams are yielded a line (or event) at
+a time: the app never buffers, so what reaches the client is only as delayed as
+the WSGI server makes it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .answers import Answer, AnthropicAnswer, OllamaAnswer
 from .bodies import RelayBody, StreamBody
 from .hangup import HangupWatch, client_socket
 from .relay_meter import RelayMeter
+from .shapes import error_body, face_of
 from .upstream import (
     Call,
     Failure,
@@ -52,6 +53,7 @@ _REASONS = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
     411: "Length Required",
     413: "Content Too Large",
     422: "Unprocessable Content",
@@ -64,6 +66,7 @@ _REASONS = {
     529: "Overloaded",
 }
 UPSTREAM_UNAVAILABLE = "Could not reach the upstream server"
+_TOO_DEEP = "The request body is nested too deeply"
 _STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 
 
@@ -165,7 +168,7 @@ class ProxyApp:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
         route = self._routes.get((method, path))
-        face = route[0] if route else _face_of(path)
+        face = route[0] if route else face_of(path)
         exchange = _Exchange(environ, start_response, face)
         # The key is checked first, so a caller without it cannot map the routes.
         if (
@@ -183,6 +186,9 @@ class ProxyApp:
             return route[1](exchange)
         except _ClientError as exc:
             return self._error(exchange, exc.status, str(exc), exc.error_type)
+        except RecursionError:
+            # A body nested deeper than the interpreter's stack: the client's doing.
+            return self._error(exchange, 400, _TOO_DEEP, "invalid_request")
         except (ValueError, TypeError) as exc:
             # The faces and Settings raise these naming the field the client got wrong.
             return self._error(exchange, 400, str(exc), "invalid_request")
@@ -212,7 +218,7 @@ class ProxyApp:
         event = exchange.event
         event.ok = False
         event.error_type = event.error_type or error_type
-        return self._json(exchange, status, _error_body(exchange.face, status, message))
+        return self._json(exchange, status, error_body(exchange.face, status, message))
 
     def _record(self, exchange: _Exchange) -> None:
         exchange.event.duration_ms = round((time.monotonic() - exchange.started) * 1000, 3)
@@ -231,7 +237,7 @@ class ProxyApp:
                 ) from None
             if length > self.max_body_bytes:
                 raise _ClientError(413, self._too_large(), "too_large")
-            data = stream.read(length) if length > 0 else b""
+            data = self._read_body(stream, length) if length > 0 else b""
         elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
             if not environ.get("wsgi.input_terminated"):
                 # This server hands over the raw socket (wsgiref does): reading
@@ -251,12 +257,22 @@ class ProxyApp:
             raise _ClientError(
                 400, "The request body is not valid JSON", "invalid_request"
             ) from None
+        except RecursionError:
+            raise _ClientError(400, _TOO_DEEP, "invalid_request") from None
         if not isinstance(body, dict):
             raise _ClientError(400, "The request body must be a JSON object", "invalid_request")
         model = body.get("model")
         if isinstance(model, str):
             exchange.event.model = model
         return body
+
+    @staticmethod
+    def _read_body(stream: Any, length: int) -> bytes:
+        try:
+            return bytes(stream.read(length))
+        except TimeoutError:
+            # The server's body deadline (llmchat's own server raises this) passed.
+            raise _ClientError(408, "The request body did not arrive in time", "timeout") from None
 
     def _too_large(self) -> str:
         return f"The request body is larger than the proxy's limit of {self.max_body_bytes} bytes"
@@ -492,31 +508,3 @@ def _unloading(body: Mapping[str, Any]) -> bool:
     if isinstance(keep_alive, (int, float)) and not isinstance(keep_alive, bool):
         return keep_alive == 0
     return isinstance(keep_alive, str) and keep_alive.strip() in ("0", "0s", "0m", "0h")
-
-
-def _face_of(path: str) -> str:
-    if path.startswith("/api/"):
-        return "ollama"
-    if path.startswith("/v1/messages"):
-        return "anthropic"
-    if path.startswith("/v1/"):
-        return "openai"
-    return "proxy"
-
-
-def _error_body(face: str, status: int, message: str) -> dict[str, Any]:
-    if face == "ollama":
-        return ollama_face.error_body(message)
-    if face == "anthropic":
-        return anthropic_face.error_body(status, message)
-    return {"error": {"message": message, "type": _openai_error_type(status), "code": status}}
-
-
-def _openai_error_type(status: int) -> str:
-    if status == 401:
-        return "authentication_error"
-    if status == 429:
-        return "rate_limit_error"
-    if 400 <= status < 500:
-        return "invalid_request_error"
-    return "server_error"

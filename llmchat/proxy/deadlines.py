@@ -1,0 +1,146 @@
+"""A client connection's reads and writes under deadlines, the socket left blocking.
+
+`socket.settimeout` would bound each `recv` separately (a client dribbling a
+byte a second never trips it) and makes the descriptor non-blocking for every
+user of it, `HangupWatch` included. Instead each read here waits in `poll`
+for at most the time left until a *total* deadline, then takes what is there
+with ``MSG_DONTWAIT``; each write waits at most `stall` seconds for room in
+the send buffer. Nothing ever changes the socket's own mode.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import select
+import socket
+import time
+from typing import Any
+
+__all__ = ["DeadlineReader", "StallWriter", "drain", "wait_for"]
+
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
+def wait_for(sock: socket.socket, *, write: bool, timeout: float | None) -> bool:
+    """Wait until `sock` is readable (or writable); `False` when `timeout` seconds pass first.
+
+    `poll` needs no descriptor of its own (an epoll selector would), so this
+    still works when the process is at its descriptor limit.
+    """
+    if not hasattr(select, "poll"):  # Windows
+        watched: list[socket.socket] = [sock]
+        ready = (
+            select.select([], watched, [], timeout)
+            if write
+            else select.select(watched, [], [], timeout)
+        )
+        return any(ready)
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT if write else select.POLLIN | select.POLLPRI)
+    wait_ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+    return bool(poller.poll(wait_ms))
+
+
+class DeadlineReader(io.RawIOBase):
+    """The raw reader under the handler's buffered `rfile`: every read ends by a deadline.
+
+    It starts in the idle phase (`idle` seconds for the first byte); the first
+    byte starts the `headers` deadline; `arm(seconds)` starts the next phase
+    (the body). A `None` limit means none. Past the deadline a read raises
+    `TimeoutError`. Once the body has been read nobody reads, so a response
+    streamed for hours is never cut by these deadlines.
+    """
+
+    def __init__(self, sock: socket.socket, *, idle: float | None, headers: float | None) -> None:
+        super().__init__()
+        self._sock = sock
+        self._headers = headers
+        self._first_byte = True
+        self._deadline = _deadline_in(idle)
+
+    def arm(self, seconds: float | None) -> None:
+        """Give every later read `seconds` in total from now (`None`: no limit)."""
+        self._first_byte = False
+        self._deadline = _deadline_in(seconds)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        while True:
+            left = self._left()
+            if left == 0.0 or not wait_for(self._sock, write=False, timeout=left):
+                raise TimeoutError("the client did not send its request in time")
+            try:
+                count = self._sock.recv_into(view, len(view), _DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                continue  # woken with nothing to take: wait again for what is left
+            if count and self._first_byte:
+                self.arm(self._headers)
+            return count
+
+    def _left(self) -> float | None:
+        if self._deadline is None:
+            return None
+        left = self._deadline - time.monotonic()
+        return max(left, 0.0)
+
+
+class StallWriter(io.BufferedIOBase):
+    """The handler's `wfile`: writes everything, or gives up after `stall` seconds without room.
+
+    A client that stops reading a stream would otherwise hold its thread and
+    descriptor for as long as it keeps the connection open. Gives up with
+    `ConnectionAbortedError`, which `wsgiref` treats like a hang-up (quietly).
+    The limit is on a stalled write, not the whole response: a stream the
+    client keeps reading may last as long as it likes.
+    """
+
+    def __init__(self, sock: socket.socket, *, stall: float | None) -> None:
+        super().__init__()
+        self._sock = sock
+        self._stall = stall
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        sent = 0
+        while sent < len(view):
+            if not wait_for(self._sock, write=True, timeout=self._stall):
+                raise ConnectionAbortedError("the client stopped reading the response")
+            try:
+                sent += self._sock.send(view[sent:], _DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                continue
+        return sent
+
+
+def drain(sock: socket.socket, *, seconds: float, limit: int) -> None:
+    """Read and drop what the client still sends: until its end, `limit` bytes or `seconds`.
+
+    Closing a socket with unread bytes queued makes the kernel answer with a
+    reset, and a reset can destroy an answer the client has not read yet.
+    """
+    deadline = time.monotonic() + seconds
+    taken = 0
+    while taken < limit:
+        left = deadline - time.monotonic()
+        if left <= 0 or not wait_for(sock, write=False, timeout=left):
+            return
+        try:
+            chunk = sock.recv(min(65536, limit - taken), _DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError:
+            return
+        if not chunk:
+            return
+        taken += len(chunk)
+
+
+def _deadline_in(seconds: float | None) -> float | None:
+    return None if seconds is None else time.monotonic() + seconds

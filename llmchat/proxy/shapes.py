@@ -1,0 +1,77 @@
+"""The error body each face answers with, and which face a path belongs to.
+
+The app answers its own errors with these, and so does the server for the
+errors it answers before the app runs (a malformed request line, headers too
+large, too many connections): a client of any face can parse every error the
+proxy sends the way it parses its own server's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import anthropic_face, ollama_face
+
+__all__ = ["error_body", "face_of", "face_of_request_line", "openai_error_type", "overloaded_body"]
+
+
+def face_of(path: str) -> str:
+    """`"ollama"`, `"anthropic"`, `"openai"` or `"proxy"`: whose client asks for `path`."""
+    if path.startswith("/api/"):
+        return "ollama"
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith("/v1/"):
+        return "openai"
+    return "proxy"
+
+
+def face_of_request_line(line: bytes) -> str:
+    """The face of a raw HTTP request line, even one too long or too broken to parse.
+
+    Used when the server must answer before it has a path: the second word is
+    taken as the target, whatever else is wrong with the line.
+    """
+    words = line.decode("iso-8859-1").split()
+    if len(words) < 2:
+        return "proxy"
+    target = words[1]
+    if not target.startswith("/"):
+        try:
+            target = urlsplit(target).path  # an absolute-form target, http://host/path
+        except ValueError:
+            return "proxy"
+    return face_of(target)
+
+
+def error_body(face: str, status: int, message: str) -> dict[str, Any]:
+    """The JSON error body `face`'s clients expect for HTTP `status`; `"proxy"` gets OpenAI's."""
+    if face == "ollama":
+        return ollama_face.error_body(message)
+    if face == "anthropic":
+        return anthropic_face.error_body(status, message)
+    return {"error": {"message": message, "type": openai_error_type(status), "code": status}}
+
+
+def overloaded_body(face: str, message: str) -> dict[str, Any]:
+    """The 503 body for "too many connections, retry later" in `face`'s shape.
+
+    Anthropic's SDK retries on ``overloaded_error``; its status table would say
+    ``api_error`` for a 503, so the type is set here.
+    """
+    body = error_body(face, 503, message)
+    if face == "anthropic":
+        body["error"]["type"] = "overloaded_error"
+    return body
+
+
+def openai_error_type(status: int) -> str:
+    """The OpenAI ``error.type`` for HTTP `status`."""
+    if status == 401:
+        return "authentication_error"
+    if status == 429:
+        return "rate_limit_error"
+    if 400 <= status < 500:
+        return "invalid_request_error"
+    return "server_error"
