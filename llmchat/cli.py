@@ -374,11 +374,16 @@ def _run_probe(args: argparse.Namespace) -> int:
 
 def _run_proxy(args: argparse.Namespace) -> int:
     from .proxy import make_app, make_server
+    from .transport import DEFAULT_POOL_SIZE
 
     if not args.upstream:
         raise LLMChatError("no upstream: pass --upstream or set LLMCHAT_API_URL")
     upstream = OpenAICommon(
-        args.upstream, api_key=os.environ.get(args.api_key_env) or None, model=args.model
+        args.upstream,
+        api_key=os.environ.get(args.api_key_env) or None,
+        model=args.model,
+        # Every connection the server admits may hold one upstream connection.
+        pool_size=max(DEFAULT_POOL_SIZE, args.max_connections),
     )
     app = make_app(
         upstream,
