@@ -182,6 +182,7 @@ def test_library_outputs_never_hold_the_key(
         "Response.err": response.err or "",
         "repr(response)": repr(response),
         "repr(backend)": repr(backend),
+        "repr(WireRequest)": repr(backend.prepare_chat_request(MESSAGES)),
         "logs": _log_text(caplog),
         "LLMCHAT_DEBUG file": wire_file.read_text(encoding="utf-8"),
     }

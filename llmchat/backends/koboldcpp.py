@@ -120,8 +120,8 @@ class KoboldCpp(OpenAICommon):
             _, note = self._request_json(
                 "POST", self._server_root() + self.abort_path, b"{}", label="POST /api/extra/abort"
             )
-        except Exception:
-            log.debug("KoboldCpp abort failed", exc_info=True)
+        except Exception as exc:  # a headers hook; its text could quote the key
+            log.debug("KoboldCpp abort failed: %s", self._redactor().exception(exc))
             return
         if note is not None:
             log.debug("KoboldCpp abort: %s", note)
