@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 from .backends.openai_common import OpenAICommon
 from .errors import LLMChatError
+from .redact import check_secret
 from .settings import Settings
 
 __all__ = ["main"]
@@ -195,8 +196,13 @@ def _backend(args: argparse.Namespace, **options: Any) -> OpenAICommon:
     if not args.api_url:
         raise LLMChatError("no server: pass --api-url or set LLMCHAT_API_URL")
     return OpenAICommon(
-        args.api_url, api_key=os.environ.get(args.api_key_env) or None, model=args.model, **options
+        args.api_url, api_key=_env_key(args.api_key_env), model=args.model, **options
     )
+
+
+def _env_key(name: str) -> str | None:
+    """The key in environment variable `name`; a malformed one is refused naming the variable."""
+    return check_secret(f"the {name} environment variable", os.environ.get(name) or None)
 
 
 def _load(path: str) -> Any:
@@ -380,7 +386,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
         raise LLMChatError("no upstream: pass --upstream or set LLMCHAT_API_URL")
     upstream = OpenAICommon(
         args.upstream,
-        api_key=os.environ.get(args.api_key_env) or None,
+        api_key=_env_key(args.api_key_env),
         model=args.model,
         # Every connection the server admits may hold one upstream connection.
         pool_size=max(DEFAULT_POOL_SIZE, args.max_connections),
@@ -388,7 +394,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
     app = make_app(
         upstream,
         usage_log=args.usage_log,
-        api_key=os.environ.get(args.proxy_key_env) or None,
+        api_key=_env_key(args.proxy_key_env),
         max_body_bytes=args.max_body_bytes,
     )
     server = make_server(app, args.host, args.port, max_connections=args.max_connections)

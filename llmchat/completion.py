@@ -17,8 +17,10 @@ from .tools import ToolCall
 
 __all__ = [
     "Completion",
+    "ErrorBody",
     "error_message",
     "inband_error",
+    "json_error_message",
     "judge_finish",
     "no_finish",
     "parse_completion",
@@ -161,13 +163,39 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def error_message(payload: Any, text: str, status: int | None = None) -> str:
-    """The provider's own words for a failure, from a JSON error body or the text."""
+@dataclass(frozen=True, slots=True)
+class ErrorBody:
+    """What an error-status body was, for a log line that must not quote arbitrary text."""
+
+    size: int
+    """The body's length in bytes."""
+    content_type: str | None
+    """The response's ``Content-Type``; None when it sent none."""
+    message: str | None
+    """The message of a JSON error body; None when the body was not JSON with a message."""
+
+    def describe(self) -> str:
+        """The JSON message, or only the body's size and content type."""
+        if self.message is not None:
+            return self.message
+        return f"{self.size} bytes of {self.content_type or 'unknown content type'}"
+
+
+def json_error_message(payload: Any) -> str | None:
+    """The message of a JSON error body (``error``, ``message`` or ``detail``); None if none."""
     if isinstance(payload, Mapping):
         for key in ("error", "message", "detail"):
             found = inband_error(payload.get(key))
             if found:
                 return found
+    return None
+
+
+def error_message(payload: Any, text: str, status: int | None = None) -> str:
+    """The provider's own words for a failure, from a JSON error body or the text."""
+    found = json_error_message(payload)
+    if found:
+        return found
     stripped = text.strip()
     if stripped:
         return stripped if len(stripped) <= 500 else stripped[:497] + "..."

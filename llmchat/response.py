@@ -20,7 +20,9 @@ from types import TracebackType
 from typing import Any
 
 from .chunk import Chunk
+from .completion import ErrorBody
 from .errors import remote_error_for
+from .redact import Redactor
 from .tools import ToolCall
 
 __all__ = ["Response", "Timing"]
@@ -52,7 +54,7 @@ class Response:
     def __init__(self, request: Mapping[str, Any] | None = None, *, secrets: tuple[str, ...] = ()):
         self.request = request
         """The request body that was sent (the finished body); None if unknown."""
-        self._secrets = tuple(s for s in secrets if s)
+        self._redactor = Redactor.of(secrets)
         self._cond = threading.Condition(threading.Lock())
         self._text: list[str] = []
         self._reasoning: list[str] = []
@@ -115,6 +117,10 @@ class Response:
         self.retry_after: str | None = None
         """The server's ``Retry-After`` header as sent (seconds or an HTTP date);
         None when it sent none. `llmchat.retry` honours it."""
+        self._content_type: str | None = None
+        # The response's Content-Type, and for an ``http`` failure what its body was:
+        # internal, for a log line that must not quote an arbitrary body (the proxy's).
+        self._error_body: ErrorBody | None = None
 
     # -- text ---------------------------------------------------------------
 
@@ -305,12 +311,8 @@ class Response:
         self._cond.notify_all()
 
     def _scrub(self, text: str | None) -> str | None:
-        """Remove secrets from text a server may have echoed them into."""
-        if text is None:
-            return None
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
+        """Remove every form of the secrets from text a server may have echoed them into."""
+        return None if text is None else self._redactor.text(text)
 
 
 def _run_aborter(aborter: Callable[[], None] | None) -> None:

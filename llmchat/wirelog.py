@@ -6,6 +6,11 @@ posted (one line, so a logged request can be replayed as sent), the status
 with ``+Nms`` when headers arrived, ``+Nms`` at the first body byte, and the
 end. Lines of concurrent requests interleave; each carries its exchange
 number. The same events go to the ``llmchat`` logger at DEBUG, without bodies.
+
+Every line, to the file and to the logger, goes through the backend's
+`Redactor`: credential headers are redacted by name, and any form of the key
+anywhere else (a server echoing it in a header value, an error quoting it) is
+replaced too.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Final
 
+from .redact import Redactor
 from .transport import redact_headers
 
 __all__ = ["ENV_VAR", "WireLog"]
@@ -35,7 +41,7 @@ class WireLog:
     def __init__(self, secrets: tuple[str, ...] = ()) -> None:
         self.path = os.environ.get(ENV_VAR) or None
         self.number = next(_numbers)
-        self._secrets = tuple(s for s in secrets if s)
+        self._redactor = Redactor.of(secrets)
         self._started = time.monotonic()
         self._first_byte_seen = False
 
@@ -48,7 +54,7 @@ class WireLog:
     ) -> None:
         if not self.enabled:
             return
-        summary = f">>> {method} {url} headers={redact_headers(headers)}"
+        summary = self._scrub(f">>> {method} {url} headers={redact_headers(headers)}")
         log.debug("#%d %s (%d bytes)", self.number, summary, len(data or b""))
         lines = [summary]
         if data is not None:
@@ -58,7 +64,7 @@ class WireLog:
     def response(self, status: int, headers: Mapping[str, str]) -> None:
         if not self.enabled:
             return
-        line = f"<<< {status} {self._since()} headers={redact_headers(headers)}"
+        line = self._scrub(f"<<< {status} {self._since()} headers={redact_headers(headers)}")
         log.debug("#%d %s", self.number, line)
         self._append([line])
 
@@ -73,17 +79,15 @@ class WireLog:
     def end(self, outcome: str) -> None:
         if not self.enabled:
             return
-        line = f"=== {outcome} {self._since()}"
-        log.debug("#%d %s", self.number, self._scrub(line))
+        line = self._scrub(f"=== {outcome} {self._since()}")
+        log.debug("#%d %s", self.number, line)
         self._append([line])
 
     def _since(self) -> str:
         return f"+{(time.monotonic() - self._started) * 1000:.0f}ms"
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
+        return self._redactor.text(text)
 
     def _append(self, lines: list[str]) -> None:
         if self.path is None:

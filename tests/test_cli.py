@@ -107,6 +107,17 @@ def test_chat_prints_the_answer_and_reads_the_key_from_the_environment() -> None
     ]
 
 
+def test_a_key_ending_in_a_newline_is_refused_naming_the_variable() -> None:
+    result = run(
+        "chat",
+        "hi",
+        env={"LLMCHAT_API_URL": "http://127.0.0.1:9/v1", "LLMCHAT_API_KEY": "sk-cli-SECRET\n"},
+    )
+    assert result.returncode != 0
+    assert b"LLMCHAT_API_KEY" in result.stderr and b"control character" in result.stderr
+    assert b"sk-cli-SECRET" not in result.stdout + result.stderr
+
+
 def test_chat_failure_exits_1_with_the_error() -> None:
     with ScriptedServer(Reply.error(503, "overloaded")) as url:
         result = run("chat", "--api-url", url, "--json", stdin="hi")

@@ -26,7 +26,13 @@ from llmchat.protocols.ollama import OllamaStream
 from llmchat.proxy import make_app
 from llmchat.proxy.hangup import HangupWatch
 from llmchat.proxy.relay_meter import RelayMeter
-from llmchat.proxy.upstream import Upstream, failure_of, is_truncation, openai_chunk
+from llmchat.proxy.upstream import (
+    Upstream,
+    client_message,
+    failure_of,
+    is_truncation,
+    openai_chunk,
+)
 from llmchat.proxy.usage import UsageEvent, UsageLog
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor
 
@@ -252,9 +258,10 @@ def test_client_side_statuses_pass_through(status: int) -> None:
     failure = failure_of(_failed("http", status, f"upstream said {status}"))
     assert (failure.status, failure.message, failure.error_class) == (
         status,
-        f"upstream said {status}",
+        client_message("http", status),
         "http",
     )
+    assert "upstream said" not in failure.message  # the upstream's words stay in the log
 
 
 @pytest.mark.parametrize("status", [401, 403, 500, 502])
@@ -278,7 +285,7 @@ def test_failure_without_message_or_class_has_defaults() -> None:
     failure = failure_of(response)
     assert (failure.status, failure.message, failure.error_class) == (
         502,
-        "Upstream request failed",
+        "The upstream request failed",
         "unknown",
     )
 

@@ -123,8 +123,8 @@ class KoboldCpp(OpenAICommon):
                 b"{}",
                 label="POST /api/extra/abort",
             )
-        except Exception:
-            log.debug("KoboldCpp abort failed", exc_info=True)
+        except Exception as exc:  # a headers hook; its text could quote the key
+            log.debug("KoboldCpp abort failed: %s", self._redactor().exception(exc))
             return
         if note is not None:
             log.debug("KoboldCpp abort: %s", note)

@@ -18,9 +18,17 @@ import requests
 from .. import wire_json
 from .._version import __version__
 from ..chunk import Chunk
-from ..completion import error_message, judge_finish, parse_completion, usage_fields
+from ..completion import (
+    ErrorBody,
+    error_message,
+    json_error_message,
+    judge_finish,
+    parse_completion,
+    usage_fields,
+)
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike, coerce_messages, normalize_messages
+from ..redact import Redactor, check_secret
 from ..response import Response
 from ..settings import Settings
 from ..sse import SSEDecoder, SSEEvent
@@ -150,8 +158,7 @@ class OpenAICommon:
             raise InvalidArgumentError(f"api_url must be a non-empty URL string, got {api_url!r}")
         if not api_url.startswith(("http://", "https://")):
             raise InvalidArgumentError(f"api_url must start with http:// or https://: {api_url!r}")
-        if api_key is not None and not isinstance(api_key, str):
-            raise InvalidTypeError("api_key must be a str or None")
+        check_secret("api_key", api_key)
         if model is not None and not isinstance(model, str):
             raise InvalidTypeError(f"model must be a str or None, got {type(model).__name__}")
         if session is not None and not isinstance(session, requests.Session):
@@ -428,7 +435,16 @@ class OpenAICommon:
         return Response(request, secrets=self._secrets())
 
     def _secrets(self) -> tuple[str, ...]:
+        """The credentials to keep out of every error, log line and relayed body.
+
+        llmchat calls this; user code does not; override it in a subclass that
+        sends a credential of its own (call `super()`, then add to the tuple).
+        """
         return (self._api_key,) if self._api_key else ()
+
+    def _redactor(self) -> Redactor:
+        """The `Redactor` for `_secrets()` (built once per distinct set, then cached)."""
+        return Redactor.of(self._secrets())
 
     def _lift_usage(self, response: Response, payload: Mapping[str, Any]) -> None:
         """Copy usage counts and the model from `payload` onto `response`.
@@ -476,6 +492,7 @@ class OpenAICommon:
             )
             wirelog.response(http.status_code, http.headers)
             response.retry_after = http.headers.get("Retry-After")
+            response._content_type = http.headers.get("Content-Type")
             data = self._read_all(http, wirelog)
         except Exception as exc:
             if exchange.aborted != "cancel":
@@ -506,6 +523,12 @@ class OpenAICommon:
         text = decode_body(data)
         payload = parse_json(text)
         if status >= 400:
+            message = json_error_message(payload)
+            response._error_body = ErrorBody(
+                len(data),
+                response._content_type,
+                None if message is None else response._scrub(message),
+            )
             response._settle(
                 error_class="http", error_status=status, err=error_message(payload, text, status)
             )
@@ -559,8 +582,12 @@ class OpenAICommon:
             return None
         try:
             decided = self._reconcile_finish_reason(response, reason, response.request or {})
-        except Exception:
-            log.warning("_reconcile_finish_reason raised; keeping %r", reason, exc_info=True)
+        except Exception as exc:
+            log.warning(
+                "_reconcile_finish_reason raised; keeping %r: %s",
+                reason,
+                self._redactor().exception(exc),
+            )
             return reason
         if not isinstance(decided, str):
             log.warning("_reconcile_finish_reason returned %r; keeping %r", decided, reason)
@@ -576,7 +603,7 @@ class OpenAICommon:
         try:
             on_complete(response)
         except Exception as exc:
-            log.warning("completion hook raised", exc_info=True)
+            log.warning("completion hook raised: %s", self._redactor().exception(exc))
             response._settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
             return
         response._settle()
@@ -647,6 +674,7 @@ class OpenAICommon:
             )
             wirelog.response(http.status_code, http.headers)
             response.retry_after = http.headers.get("Retry-After")
+            response._content_type = http.headers.get("Content-Type")
             if _is_event_stream(http):
                 ending = self._pump(http, response, parser, exchange, wirelog)
             else:
@@ -748,7 +776,7 @@ class OpenAICommon:
             exc, exchange=exchange, after_headers=after_headers, timeouts=self.timeouts
         )
         if error_class == "response":
-            log.debug("stream cut off: %s", message)
+            log.debug("stream cut off: %s", self._redactor().text(message))
             message = ERR_STREAM_CLOSED
         response._settle(error_class=error_class, err=message)
         return None
@@ -876,7 +904,7 @@ class OpenAICommon:
             _, message = classify_exception(
                 exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
             )
-            return None, None, f"{label} failed: {message}"
+            return None, None, self._redactor().text(f"{label} failed: {message}")
         finally:
             exchange.finish()
             if http is not None:

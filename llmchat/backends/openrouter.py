@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import quote
 
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ..redact import check_secret
 from ..response import Response
 from ..settings import Settings
 from .openai_common import OpenAICommon
@@ -91,7 +92,8 @@ class OpenRouter(OpenAICommon):
         self.cache_breakpoints = _flag("cache_breakpoints", cache_breakpoints)
         self.generation_lookup = _flag("generation_lookup", generation_lookup)
         if api_key is None:
-            api_key = os.environ.get("OPENROUTER_API_KEY") or None
+            from_env = os.environ.get("OPENROUTER_API_KEY") or None
+            api_key = check_secret("the OPENROUTER_API_KEY environment variable", from_env)
         super().__init__(api_url, api_key, model, settings, **common)
 
     def _init_kwargs(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import wire_json
+from ..redact import check_secret
 from ..response import Response
 from ..tokens import TokenizerError
 from . import anthropic_face, ollama_face
@@ -135,6 +136,7 @@ class ProxyApp:
     ) -> None:
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise TypeError("api_key must be a non-empty str or None")
+        check_secret("api_key", api_key)
         if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int):
             raise TypeError("max_body_bytes must be an int")
         if max_body_bytes < 1:
@@ -192,8 +194,10 @@ class ProxyApp:
         except (ValueError, TypeError) as exc:
             # The faces and Settings raise these naming the field the client got wrong.
             return self._error(exchange, 400, str(exc), "invalid_request")
-        except Exception:
-            log.exception("proxy request %s failed", exchange.request_id)
+        except Exception as exc:
+            # Not log.exception: the traceback's text could quote a credential.
+            error = self.upstream.redactor().exception(exc)
+            log.error("proxy request %s failed: %s", exchange.request_id, error)
             return self._error(exchange, 500, "Internal proxy error", "proxy")
 
     def _authorized(self, environ: Mapping[str, Any]) -> bool:
@@ -480,15 +484,13 @@ class ProxyApp:
             return self._error(
                 exchange, relay.failure.status, relay.failure.message, relay.failure.error_class
             )
-        http = relay.http
-        content_type = http.headers.get("Content-Type", "application/json")
+        http = relay.http  # a 2xx: an error status is a relay.failure
+        content_type = relay.redactor.text(http.headers.get("Content-Type", "application/json"))
         meter = RelayMeter(event_stream=content_type.startswith("text/event-stream"))
+        # No Content-Length: scrubbing the key out can change the body's length.
         exchange.begin(
             http.status_code, content_type, _STREAM_HEADERS if meter.event_stream else ()
         )
-        if http.status_code >= 400:
-            exchange.event.ok = False
-            exchange.event.error_type = "http"
         return RelayBody(exchange.event, lambda: self._record(exchange), relay, meter, watch)
 
 

@@ -123,7 +123,8 @@ class StreamBody(_AccountedBody):
 
 
 class RelayBody(_AccountedBody):
-    """The OpenAI face's relayed body; like `StreamBody`, accounted for in `close()`."""
+    """The OpenAI face's relayed 2xx body, scrubbed of the backend's key; like
+    `StreamBody`, accounted for in `close()`."""
 
     def __init__(
         self,
@@ -139,14 +140,23 @@ class RelayBody(_AccountedBody):
 
     def __iter__(self) -> Iterator[bytes]:
         meter = self._meter
+        # The backend's key is taken out of every form it could take, even split
+        # across reads; only a tail that could start one is held back.
+        scrubber = self._relay.redactor.stream()
         try:
             for data in self._relay.chunks():
-                meter.feed(data)
-                yield data
+                data = scrubber.feed(data)
+                if data:
+                    meter.feed(data)
+                    yield data
         except RelayBroken:
             self._event.ok = False
             self._event.error_type = "connection"
-            return  # the client sees the body stop short, as it would from the upstream
+            return  # the client sees the body stop short (a held tail is dropped)
+        tail = scrubber.flush()
+        if tail:
+            meter.feed(tail)
+            yield tail
         meter.close()
         self._completed = True
 

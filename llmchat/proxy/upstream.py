@@ -12,19 +12,28 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ..backends.mock import MockBackend
 from ..backends.openai_common import OpenAICommon
 from ..chunk import Chunk
+from ..completion import ErrorBody, json_error_message
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ..redact import Redactor
 from ..response import Response
 from ..retry import Cancelled, Exhausted, Inference, TimedOut
 from ..settings import Settings
 from ..tokens import TokenCounter
-from ..transport import Exchange, classify_exception, iter_bytes
+from ..transport import Exchange, classify_exception, decode_body, iter_bytes, parse_json
 
-__all__ = ["Failure", "Relay", "Upstream", "UpstreamUnavailable", "openai_chunk"]
+__all__ = [
+    "Failure",
+    "Relay",
+    "Upstream",
+    "UpstreamUnavailable",
+    "client_message",
+    "openai_chunk",
+]
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -38,24 +47,77 @@ _CALL_PARTS = frozenset({"messages", "tools", "tool_choice", "stream", "model"})
 
 @dataclass(frozen=True)
 class Failure:
-    """An upstream failure as the proxy reports it: HTTP status, message, error class."""
+    """An upstream failure as the proxy reports it: HTTP status, message, error class.
+
+    `message` is what the client reads: one of `client_message`'s fixed texts.
+    """
 
     status: int
     message: str
     error_class: str
 
 
+_CANCELLED: Final = Failure(499, "Cancelled", "client_abort")
+
+
 def failure_of(response: Response) -> Failure:
-    """What a failed `response` means for the proxy's client."""
+    """What a failed `response` means for the proxy's client; logs the upstream's side.
+
+    The client gets the fixed message of the failure's class (`client_message`),
+    never the upstream's own text: that goes to the ``llmchat.proxy`` log at
+    WARNING, and for an error status only when it was a JSON message.
+    """
+    error_class = response.error_class or "unknown"
+    status = response.error_status
+    if error_class == "http" and response._error_body is not None:
+        detail = response._error_body.describe()
+    elif error_class == "http":
+        detail = "no body"
+    else:
+        detail = response.err or "no message"  # llmchat's own words, already scrubbed
+    _log_upstream_failure(error_class, status, detail)
     return Failure(
-        _status_for(response.error_class, response.error_status),
-        _err(response),
-        response.error_class or "unknown",
+        _status_for(error_class, status), client_message(error_class, status), error_class
     )
 
 
-def _err(response: Response) -> str:
-    return response.err or "Upstream request failed"
+def client_message(error_class: str | None, status: int | None) -> str:
+    """The fixed message a proxy client gets for an upstream failure of `error_class`.
+
+    The one table of them: no upstream text, host, port or path is ever in it.
+    """
+    if error_class == "http" and status is not None:
+        return f"{_HTTP_MESSAGES.get(status) or _http_message(status)} (HTTP {status})"
+    return _CLASS_MESSAGES.get(error_class or "unknown", _CLASS_MESSAGES["unknown"])
+
+
+_CLASS_MESSAGES: Final = {
+    "http": "The upstream server answered with an error",
+    "timeout": "The upstream server did not answer in time",
+    "connection": "Could not reach the upstream server",
+    "response": "The upstream server's answer was unusable",
+    "unknown": "The upstream request failed",
+}
+_HTTP_MESSAGES: Final = {
+    401: "The upstream server refused the proxy's credentials",
+    403: "The upstream server refused the proxy's credentials",
+    429: "The upstream server is rate limiting requests",
+    503: "The upstream server is overloaded",
+    529: "The upstream server is overloaded",
+}
+
+
+def _http_message(status: int) -> str:
+    if status >= 500:
+        return "The upstream server failed"
+    if status >= 400:
+        return "The upstream server rejected the request"
+    return "The upstream server answered with an unexpected status"
+
+
+def _log_upstream_failure(error_class: str, status: int | None, detail: str) -> None:
+    what = f"HTTP {status}" if error_class == "http" and status is not None else error_class
+    log.warning("upstream failed (%s): %s", what, detail)
 
 
 def _status_for(error_class: str | None, status: int | None) -> int:
@@ -174,6 +236,15 @@ class Upstream:
     def __repr__(self) -> str:
         return f"Upstream({self.inference or self.backend!r})"
 
+    def redactor(self) -> Redactor:
+        """Takes every backend's credentials out of text and bytes bound for clients or logs."""
+        secrets: list[str] = []
+        for backend in self._backends():
+            get = getattr(backend, "_secrets", None)
+            if callable(get):
+                secrets.extend(get())
+        return Redactor.of(secrets)
+
     # -- completions --------------------------------------------------------
 
     def start(self, body: Mapping[str, Any], call: Call) -> Response | Failure:
@@ -209,13 +280,18 @@ class Upstream:
         try:
             response = chain.run_stream(messages, tools=tools, settings=settings)
         except Cancelled:
-            return Failure(499, "Cancelled", "client_abort")
+            return _CANCELLED
         except TimedOut as exc:
-            return Failure(504, _last_message(exc), "timeout")
+            _log_attempts(exc)
+            return Failure(504, client_message("timeout", None), "timeout")
         except Exhausted as exc:
+            _log_attempts(exc)
             last = exc.attempts[-1] if exc.attempts else None
-            status = _status_for(last.error_class, last.error_status) if last else 502
-            return Failure(status, _last_message(exc), last.error_class if last else "unknown")
+            error_class = last.error_class if last and last.error_class else "unknown"
+            status = last.error_status if last else None
+            return Failure(
+                _status_for(error_class, status), client_message(error_class, status), error_class
+            )
         call._track(response=response)
         return response
 
@@ -272,7 +348,8 @@ class Upstream:
         for name in configured:
             if isinstance(name, str) and name and name not in names:
                 names.append(name)
-        return names
+        redactor = self.redactor()
+        return [redactor.text(name) for name in names]
 
     def count_tokens(self, body: Mapping[str, Any]) -> int:
         """Prompt tokens of the OpenAI chat `body`, by the first backend's server tokenizer.
@@ -293,8 +370,8 @@ class Upstream:
             return {}
         try:
             limits = probe()
-        except Exception:  # a subclass's probe must not fail a metadata route
-            log.warning("probe_server_limits raised", exc_info=True)
+        except Exception as exc:  # a subclass's probe must not fail a metadata route
+            log.warning("probe_server_limits raised: %s", self.redactor().exception(exc))
             return {}
         return limits if isinstance(limits, dict) else {}
 
@@ -315,6 +392,7 @@ class Upstream:
         backend = self.backend
         if not isinstance(backend, OpenAICommon):
             raise InvalidArgumentError("this upstream cannot relay raw OpenAI requests")
+        relay.redactor = self.redactor()
         headers = backend._get_api_headers()
         if data is None:
             headers = {k: v for k, v in headers.items() if k != "Content-Type"}
@@ -325,23 +403,52 @@ class Upstream:
         except Exception as exc:
             exchange.finish()
             if exchange.aborted == "cancel":
-                relay.failure = Failure(499, "Cancelled", "client_abort")
+                relay.failure = _CANCELLED
                 return
             error_class, message = classify_exception(
                 exc, exchange=exchange, after_headers=False, timeouts=backend.timeouts
             )
-            relay.failure = Failure(_status_for(error_class, None), message, error_class)
+            _log_upstream_failure(error_class, None, relay.redactor.text(message))
+            relay.failure = Failure(
+                _status_for(error_class, None), client_message(error_class, None), error_class
+            )
             return
         relay.http = http
+        if not 200 <= http.status_code < 300:
+            relay.failure = relay.error_status_failure()
 
 
 class Relay:
-    """An upstream exchange whose body is passed through untouched."""
+    """An upstream exchange whose 2xx body is passed through, scrubbed of the backend's key.
+
+    An error status is not passed through: `error_status_failure` reads the
+    body for the log and the client gets the proxy's own error instead.
+    """
 
     def __init__(self) -> None:
         self.exchange = Exchange()
         self.http: Any = None
         self.failure: Failure | None = None
+        self.redactor = Redactor.of(())
+        """Takes the backend's credentials out of what is relayed (set by `Upstream.relay`)."""
+
+    def error_status_failure(self) -> Failure:
+        """Read and close an error-status answer; the Failure its client gets (logged)."""
+        status = int(self.http.status_code)
+        content_type = self.http.headers.get("Content-Type")
+        try:
+            data = b"".join(self.chunks())
+        except RelayBroken:
+            data = b""
+        if self.exchange.aborted == "cancel":
+            return _CANCELLED
+        message = json_error_message(parse_json(decode_body(data)))
+        if message is not None:
+            message = self.redactor.text(message)
+        _log_upstream_failure(
+            "http", status, ErrorBody(len(data), content_type, message).describe()
+        )
+        return Failure(_status_for("http", status), client_message("http", status), "http")
 
     def chunks(self) -> Iterator[bytes]:
         """The upstream body as it arrives; stops quietly when the exchange is aborted."""
@@ -370,8 +477,11 @@ class RelayBroken(Exception):
     """The upstream body broke off mid-relay."""
 
 
-def _last_message(exc: Exhausted) -> str:
-    for attempt in reversed(exc.attempts):
-        if attempt.message:
-            return attempt.message
-    return "No upstream backend produced an answer"
+def _log_attempts(exc: Exhausted) -> None:
+    """Log a failed chain by class and status only: an attempt's message may quote a body."""
+    outcomes = [
+        f"#{a.number} {a.error_class or 'failed'}"
+        + (f" {a.error_status}" if a.error_status is not None else "")
+        for a in exc.attempts
+    ]
+    log.warning("upstream chain failed: %s", "; ".join(outcomes) or "no attempts")

@@ -1,0 +1,203 @@
+"""What a secret looks like in text, and taking it out.
+
+A server or library that echoes a credential rarely echoes it verbatim:
+requests quotes a bad header with `repr`, a JSON error body escapes it (PHP
+also escapes ``/`` as ``\\/``), a URL percent-encodes it. A `Redactor` knows
+every such form of its secrets and replaces each with ``[redacted]`` — in
+text, in bytes, and (`StreamScrubber`) in bytes that arrive in pieces. It is
+built once per set of secrets (`Redactor.of` caches it), so scrubbing a line
+costs one regular-expression scan and nothing when there are no secrets.
+
+`check_secret` is the other half: a key with control characters or
+surrounding whitespace is refused where it is given, naming the field and
+never the value.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import traceback
+from collections.abc import Iterable
+from typing import Final
+from urllib.parse import quote, quote_plus
+
+from .errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["REDACTED", "Redactor", "StreamScrubber", "check_secret", "secret_forms"]
+
+REDACTED: Final = "[redacted]"
+_REDACTED_BYTES: Final = REDACTED.encode()
+_PERCENT: Final = re.compile("%[0-9A-F]{2}")
+
+
+def check_secret(name: str, value: str | None) -> str | None:
+    """Return `value` if it can be a credential; raise `InvalidArgumentError` naming `name`.
+
+    A key read from a file or made with ``echo`` often ends in a newline;
+    sent as a header it makes requests fail with a message that quotes the
+    header. Control characters and leading or trailing whitespace are refused
+    here instead. The message names the field and the problem, never the value.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{name} must be a str or None, got {type(value).__name__}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidArgumentError(
+            f"{name} contains a control character (a newline or tab?); "
+            "strip the key before passing it"
+        )
+    if value != value.strip():
+        raise InvalidArgumentError(
+            f"{name} has leading or trailing whitespace; strip the key before passing it"
+        )
+    return value
+
+
+def secret_forms(secret: str) -> set[str]:
+    """Every form `secret` can take in a message: exact, quoted, escaped, encoded, as a header."""
+    forms: set[str] = set()
+    for text in (secret, f"Bearer {secret}"):
+        escaped = {
+            text,
+            repr(text)[1:-1],
+            json.dumps(text)[1:-1],
+            json.dumps(text, ensure_ascii=False)[1:-1],
+        }
+        escaped |= {form.replace("/", "\\/") for form in escaped}
+        forms |= escaped
+        encoded = {quote(text, safe=""), quote(text), quote_plus(text, safe=""), quote_plus(text)}
+        forms |= encoded | {_PERCENT.sub(lambda m: m.group().lower(), form) for form in encoded}
+    forms.discard("")
+    return forms
+
+
+class Redactor:
+    """Replaces every form of a fixed set of secrets with ``[redacted]``; immutable, thread-safe.
+
+    Build it with `Redactor.of(secrets)`: one instance per distinct set.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for secret in secrets:
+            if secret:
+                forms |= secret_forms(secret)
+        # Longest first: at one position the longest form wins ("Bearer k" over "k").
+        ordered = sorted(forms, key=lambda form: (-len(form), form))
+        self.forms: tuple[str, ...] = tuple(ordered)
+        """Every text form, longest first; empty when there are no secrets."""
+        self.byte_forms: tuple[bytes, ...] = tuple(
+            dict.fromkeys(form.encode("utf-8") for form in ordered)
+        )
+        """The same forms as UTF-8 bytes."""
+        self._text = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._bytes = re.compile(b"|".join(map(re.escape, self.byte_forms))) if ordered else None
+        self.longest = max((len(form) for form in self.byte_forms), default=0)
+        """The length in bytes of the longest form (a stream holds back less than this)."""
+        self._prefixes = frozenset(
+            form[:n] for form in self.byte_forms for n in range(1, len(form))
+        )
+        firsts = b"".join(re.escape(bytes([b])) for b in sorted({f[0] for f in self.byte_forms}))
+        self._starts = re.compile(b"[" + firsts + b"]") if firsts else None
+
+    @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        """The Redactor for `secrets`, built once per distinct set and then reused."""
+        return _cached(tuple(sorted({s for s in secrets if s})))
+
+    def __bool__(self) -> bool:
+        return self._text is not None
+
+    def __repr__(self) -> str:
+        return f"Redactor({len(self.forms)} forms)"  # never the forms themselves
+
+    def text(self, text: str) -> str:
+        """`text` with every form of every secret replaced."""
+        if self._text is None:
+            return text
+        return self._text.sub(REDACTED, text)
+
+    def data(self, data: bytes) -> bytes:
+        """`data` with every form of every secret replaced (the same object when clean)."""
+        if self._bytes is None:
+            return data
+        if self._bytes.search(data) is None:
+            return data
+        return self._bytes.sub(_REDACTED_BYTES, data)
+
+    def exception(self, exc: BaseException) -> str:
+        """`exc` with its traceback, as a log line's text, scrubbed."""
+        return self.text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+    def stream(self) -> StreamScrubber:
+        """A new push scrubber for one byte stream."""
+        return StreamScrubber(self)
+
+    # -- used by StreamScrubber --------------------------------------------
+
+    def _search(self, data: bytes, pos: int) -> re.Match[bytes] | None:
+        assert self._bytes is not None
+        return self._bytes.search(data, pos)
+
+    def _partial_at(self, data: bytes, pos: int) -> int | None:
+        """The first offset >= `pos` from which `data` to its end could begin a form."""
+        assert self._starts is not None
+        start = max(pos, len(data) - self.longest + 1)
+        while True:
+            found = self._starts.search(data, start)
+            if found is None:
+                return None
+            at = found.start()
+            if data[at:] in self._prefixes:
+                return at
+            start = at + 1
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(secrets: tuple[str, ...]) -> Redactor:
+    return Redactor(secrets)
+
+
+class StreamScrubber:
+    """Push-style scrubber for one byte stream: `feed(bytes) -> bytes`, `flush() -> bytes`.
+
+    Replaces every form even when it is split across reads. It holds back
+    only a tail that could be the start of a form, so a clean stream is not
+    delayed by a whole read; clean bytes are passed on as they came. The
+    output equals `Redactor.data` of the whole stream, however it was split.
+    No I/O.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The bytes that can be passed on now (maybe fewer than given, maybe more)."""
+        redactor = self._redactor
+        if not redactor:
+            return data
+        buf = self._held + data if self._held else data
+        out: list[bytes] = []
+        pos = 0
+        while True:
+            match = redactor._search(buf, pos)
+            hold = redactor._partial_at(buf, pos)
+            if match is not None and (hold is None or match.start() < hold):
+                out += (buf[pos : match.start()], _REDACTED_BYTES)
+                pos = match.end()
+                continue
+            end = len(buf) if hold is None else hold
+            self._held = buf[end:]
+            if pos == 0 and end == len(buf):
+                return buf  # nothing replaced, nothing held: the bytes as they came
+            out.append(buf[pos:end])
+            return b"".join(out)
+
+    def flush(self) -> bytes:
+        """What is still held at the end of the stream (it was no form after all)."""
+        held, self._held = self._held, b""
+        return held
