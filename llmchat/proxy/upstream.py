@@ -260,11 +260,11 @@ class Upstream:
         tool_choice = body.get("tool_choice")
         settings = self._settings(body)
         if self.inference is None:
-            response = self.backend.chat_completion_stream(
+            streamed: Response = self.backend.chat_completion_stream(
                 messages, tools=tools, tool_choice=tool_choice, settings=settings
             )
-            call._track(response=response)
-            return response
+            call._track(response=streamed)
+            return streamed
         if tool_choice is not None:
             settings = settings.merged(
                 Settings(extra_body={**(settings.extra_body or {}), "tool_choice": tool_choice})

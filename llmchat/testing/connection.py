@@ -53,6 +53,7 @@ def serve_connection(
 def _refuse(channel: Channel, message: str) -> None:
     reply = Reply.error(400, message, "invalid_request_error")
     try:
-        channel.send(reply_head(reply, keep_alive=False) + reply.body)
+        body = reply.body.encode("utf-8") if isinstance(reply.body, str) else reply.body
+        channel.send(reply_head(reply, keep_alive=False) + body)
     except Hangup:
         pass  # the client is gone or the server stopping; there is no one left to tell
