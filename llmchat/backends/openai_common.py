@@ -22,9 +22,10 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike, coerce_messages, normalize_messages
 from ..response import Response
 from ..settings import Settings
-from ..sse import SSEDecoder, SSEEvent
+from ..sse import EventTooLarge, SSEDecoder, SSEEvent
 from ..stream_parser import StreamParser
 from ..transport import (
+    BodyTooLarge,
     Exchange,
     Timeouts,
     Transport,
@@ -140,6 +141,9 @@ class OpenAICommon:
         request_timeout: float | None = 1800.0,
         stream_finish_grace: float | None = 10.0,
         server_probe_timeout: float | None = 3.0,
+        max_response_bytes: int | None = 64 * 2**20,
+        max_event_bytes: int | None = 8 * 2**20,
+        keep_raw: bool = False,
         session: Any = None,
     ) -> None:
         if not isinstance(api_url, str) or not api_url.strip():
@@ -154,6 +158,10 @@ class OpenAICommon:
             raise InvalidTypeError(
                 f"session must be a requests.Session or None, got {type(session).__name__}"
             )
+        _check_byte_limit("max_response_bytes", max_response_bytes)
+        _check_byte_limit("max_event_bytes", max_event_bytes)
+        if not isinstance(keep_raw, bool):
+            raise InvalidTypeError(f"keep_raw must be a bool, got {type(keep_raw).__name__}")
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidTypeError(
                 f"settings must be a llmchat.Settings or None, got {type(settings).__name__}"
@@ -183,6 +191,12 @@ class OpenAICommon:
             finish_grace=stream_finish_grace,
             probe=server_probe_timeout,
         )
+        self.max_response_bytes = max_response_bytes
+        """Decoded bytes one response body (or one whole stream) may have; None: no limit."""
+        self.max_event_bytes = max_event_bytes
+        """Bytes one SSE event (or one line being buffered) may have; None: no limit."""
+        self.keep_raw = keep_raw
+        """Whether streamed Chunks keep their decoded event as `Chunk.raw`."""
         self.session = session
         self._transport = Transport(self.timeouts, session)
 
@@ -216,6 +230,9 @@ class OpenAICommon:
             "request_timeout": timeouts.request,
             "stream_finish_grace": timeouts.finish_grace,
             "server_probe_timeout": timeouts.probe,
+            "max_response_bytes": self.max_response_bytes,
+            "max_event_bytes": self.max_event_bytes,
+            "keep_raw": self.keep_raw,
             "session": self.session,
         }
 
@@ -321,7 +338,7 @@ class OpenAICommon:
             body["stream"] = True
             if self.send_include_usage:
                 body["stream_options"] = {"include_usage": True}
-        return self._wire_request(self.chat_path, body)
+        return self._wire_request(self.chat_path, body, stream=stream)
 
     def prepare_text_request(
         self,
@@ -349,15 +366,20 @@ class OpenAICommon:
             body["stream"] = True
             if self.send_include_usage:
                 body["stream_options"] = {"include_usage": True}
-        return self._wire_request(self.text_path, body)
+        return self._wire_request(self.text_path, body, stream=stream)
 
-    def _wire_request(self, path: str, body: dict[str, Any]) -> WireRequest:
+    def _wire_request(self, path: str, body: dict[str, Any], *, stream: bool) -> WireRequest:
         body = self._finalize_request_body(body)
         data = self._encode_request_body(body)
+        headers = self._get_api_headers()
+        if stream and not any(name.lower() == "accept-encoding" for name in headers):
+            # A compressed token stream saves little and makes intermediaries buffer;
+            # the reader still decodes whatever a server sends. A hook's own header wins.
+            headers["Accept-Encoding"] = "identity"
         return WireRequest(
             method="POST",
             url=self.api_url + path,
-            headers=self._get_api_headers(),
+            headers=headers,
             body=body,
             data=data,
         )
@@ -466,7 +488,7 @@ class OpenAICommon:
             )
             wirelog.response(http.status_code, http.headers)
             response.retry_after = http.headers.get("Retry-After")
-            data = self._read_all(http, wirelog)
+            data = self._read_all(http, wirelog, self.max_response_bytes)
         except Exception as exc:
             if exchange.aborted != "cancel":
                 error_class, message = classify_exception(
@@ -483,9 +505,9 @@ class OpenAICommon:
         wirelog.end("ok" if response.is_success else f"failed: {response.err}")
 
     @staticmethod
-    def _read_all(http: requests.Response, wirelog: WireLog) -> bytes:
+    def _read_all(http: requests.Response, wirelog: WireLog, limit: int | None) -> bytes:
         parts = []
-        for data in iter_bytes(http):
+        for data in iter_bytes(http, limit):
             wirelog.first_byte()
             parts.append(data)
         return b"".join(parts)
@@ -493,13 +515,20 @@ class OpenAICommon:
     def _complete_blocking(
         self, response: Response, status: int, data: bytes, kind: str, on_complete: Any = None
     ) -> None:
-        text = decode_body(data)
-        payload = parse_json(text)
         if status >= 400:
+            # Only for the message: an error body is read whatever its bytes are.
+            text = data.decode("utf-8-sig", "replace")
+            payload = parse_json(text)
             response._settle(
                 error_class="http", error_status=status, err=error_message(payload, text, status)
             )
             return
+        try:
+            text = data.decode("utf-8-sig")  # a leading BOM is dropped
+        except UnicodeDecodeError:
+            response._settle(error_class="response", err=ERR_NOT_UTF8)
+            return
+        payload = parse_json(text)
         if not text.strip():
             response._settle(error_class="response", err="Empty response body")
             return
@@ -628,7 +657,7 @@ class OpenAICommon:
         """The reader thread: one exchange, then exactly one settle."""
         wirelog = WireLog(self._secrets())
         wirelog.request(request.method, request.url, request.headers, request.data)
-        parser = StreamParser(kind)
+        parser = StreamParser(kind, keep_raw=self.keep_raw)
         http = None
         ending: str | None = None
         try:
@@ -641,7 +670,7 @@ class OpenAICommon:
                 ending = self._pump(http, response, parser, exchange, wirelog)
             else:
                 # An error status, or a server that ignored "stream": a whole body.
-                data = self._read_all(http, wirelog)
+                data = self._read_all(http, wirelog, self.max_response_bytes)
                 self._complete_blocking(
                     response, http.status_code, data, kind, self._on_stream_complete
                 )
@@ -673,12 +702,19 @@ class OpenAICommon:
         The chunks of one read are published together: one lock and one
         wake-up per read rather than per frame.
         """
-        decoder = SSEDecoder()
-        for data in iter_bytes(http):
+        decoder = SSEDecoder(self.max_event_bytes)
+        for data in iter_bytes(http, self.max_response_bytes):
             wirelog.first_byte()
             response.last_activity_at = time.monotonic()
             chunks: list[Chunk] = []
-            for event in decoder.feed(data):
+            try:
+                events = decoder.feed(data)
+            except EventTooLarge as exc:  # publish what came before it, then fail
+                for event in exc.events:
+                    chunks += self._apply_event(event, response, parser, exchange)
+                response._add_chunks(chunks)
+                raise
+            for event in events:
                 chunks += self._apply_event(event, response, parser, exchange)
             response._add_chunks(chunks)
             if parser.done:
@@ -730,6 +766,10 @@ class OpenAICommon:
         """Turn a read that raised into an ending, or settle it here; None if settled."""
         if exchange.aborted == "cancel":
             return None  # cancel() settled it already
+        if isinstance(exc, (BodyTooLarge, EventTooLarge)):
+            # Read no further, even after the finish chunk: what arrived stays on the Response.
+            response._settle(error_class="response", err=str(exc))
+            return None
         if exchange.aborted == "grace":
             return "grace"
         if parser.finished and exchange.aborted is None:
@@ -737,7 +777,7 @@ class OpenAICommon:
         error_class, message = classify_exception(
             exc, exchange=exchange, after_headers=after_headers, timeouts=self.timeouts
         )
-        if error_class == "response":
+        if error_class == "response" and message.startswith("Body cut off"):
             log.debug("stream cut off: %s", message)
             message = ERR_STREAM_CLOSED
         response._settle(error_class=error_class, err=message)
@@ -747,6 +787,12 @@ class OpenAICommon:
         """The one place a stream's ending becomes its terminal state (spec contract)."""
         if parser.error is not None:
             response._settle(error_class="response", err=parser.error)
+        elif parser.undecodable:
+            response._settle(
+                error_class="response",
+                err=f"{parser.undecodable} stream frame(s) were not valid UTF-8; "
+                "their text was lost",
+            )
         elif parser.saw_tool_calls and parser.dropped:
             response._settle(
                 error_class="response",
@@ -838,7 +884,7 @@ class OpenAICommon:
                 connect_timeout=_min_limit(self.timeouts.connect, limit),
                 read_timeout=limit,
             )
-            body = b"".join(iter_bytes(http))
+            body = b"".join(iter_bytes(http, self.max_response_bytes))
         except Exception as exc:
             _, message = classify_exception(
                 exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
@@ -868,6 +914,16 @@ class OpenAICommon:
 
 
 ERR_STREAM_CLOSED: Final = "Stream closed without [DONE] or a finish reason"
+ERR_NOT_UTF8: Final = "Response body is not valid UTF-8"
+
+
+def _check_byte_limit(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{name} must be a number of bytes (int) or None, got {value!r}")
+    if value <= 0:
+        raise InvalidArgumentError(f"{name} must be a positive number of bytes, got {value!r}")
 
 
 def _is_event_stream(http: requests.Response) -> bool:
