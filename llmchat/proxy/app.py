@@ -455,7 +455,10 @@ class ProxyApp:
             )
         http = relay.http
         content_type = http.headers.get("Content-Type", "application/json")
-        meter = RelayMeter(event_stream=content_type.startswith("text/event-stream"))
+        meter = RelayMeter(
+            event_stream=content_type.startswith("text/event-stream"),
+            max_event_bytes=relay.max_event_bytes,
+        )
         exchange.begin(
             http.status_code, content_type, _STREAM_HEADERS if meter.event_stream else ()
         )
