@@ -389,8 +389,9 @@ def iter_bytes(response: requests.Response, limit: int | None = None) -> Iterato
     when urllib3 can import their libraries) by urllib3's own incremental
     decoders. Each read returns at most `READ_SIZE` decoded bytes (urllib3 >=
     2.6 bounds the decompressed output per call), so a decompression bomb
-    meets `limit` after a few reads instead of filling memory. Past `limit`
-    decoded bytes this raises `BodyTooLarge` before yielding them.
+    meets `limit` after a few reads instead of filling memory. The bytes up to
+    `limit` are yielded (a stream keeps the frames they complete); the read
+    that passes it raises `BodyTooLarge`.
     """
     read = response.raw.read1
     total = 0
@@ -401,6 +402,9 @@ def iter_bytes(response: requests.Response, limit: int | None = None) -> Iterato
         if limit is not None:
             total += len(data)
             if total > limit:
+                keep = len(data) - (total - limit)
+                if keep > 0:
+                    yield data[:keep]
                 raise BodyTooLarge(limit)
         yield data
 
