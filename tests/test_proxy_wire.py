@@ -14,7 +14,15 @@ import pytest
 import requests
 
 from llmchat import OpenAICommon
-from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer, Stall, Write
+from llmchat.testing import (
+    ChatResponder,
+    RecordedRequest,
+    Reply,
+    ScriptedServer,
+    Stall,
+    Step,
+    Write,
+)
 
 from .proxy_support import UsageSink, running_proxy
 
@@ -131,7 +139,8 @@ def _frame(text: str) -> bytes:
 
 
 def test_the_relay_stops_at_max_response_bytes(upstream: ScriptedServer) -> None:
-    steps = [Write(_frame("x" * 200)) for _ in range(40)] + [Stall()]
+    steps: list[Step] = [Write(_frame("x" * 200)) for _ in range(40)]
+    steps.append(Stall())
     upstream.set_script(
         Reply(200, {"Content-Type": "text/event-stream"}, steps=steps, content_encoding="gzip")
     )
@@ -146,7 +155,7 @@ def test_the_relay_stops_at_max_response_bytes(upstream: ScriptedServer) -> None
 
 
 def test_the_relay_stops_at_max_event_bytes(upstream: ScriptedServer) -> None:
-    steps = [Write(_frame("ok")), Write(b"data: " + b"z" * 50_000), Stall()]
+    steps: list[Step] = [Write(_frame("ok")), Write(b"data: " + b"z" * 50_000), Stall()]
     upstream.set_script(Reply(200, {"Content-Type": "text/event-stream"}, steps=steps))
     sink = UsageSink()
     with OpenAICommon(upstream.url, max_event_bytes=10_000) as b:

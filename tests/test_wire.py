@@ -12,7 +12,7 @@ import threading
 import tracemalloc
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +22,7 @@ from llmchat import OpenAICommon
 from llmchat.backends.koboldcpp import KoboldCpp
 from llmchat.backends.openrouter import OpenRouter
 from llmchat.response import Response
-from llmchat.testing import ChatResponder, Reply, ScriptedServer, Stall, WaitFor, Write
+from llmchat.testing import ChatResponder, Reply, ScriptedServer, Stall, Step, WaitFor, Write
 
 HI = [{"role": "user", "content": "Hi"}]
 ENCODINGS = ["gzip", "deflate", "br", "zstd"]
@@ -112,7 +112,7 @@ def test_every_encoding_gives_the_same_blocking_response(
     server.set_script(
         [
             Reply.json(chat_body(), framing=framing),
-            Reply.json(chat_body(), framing=framing, content_encoding=encoding),  # type: ignore[arg-type]
+            Reply.json(chat_body(), framing=framing, content_encoding=encoding),
         ]
     )
     b = backend(server)
@@ -167,7 +167,7 @@ def test_a_compressed_stream_still_arrives_incrementally(
     server: ScriptedServer, encoding: str
 ) -> None:
     go_on = threading.Event()
-    steps = [Write(frame(delta("first"))), WaitFor(go_on, WAIT)]
+    steps: list[Step] = [Write(frame(delta("first"))), WaitFor(go_on, WAIT)]
     steps += [Write(frame(delta(" then", "stop"))), Write(b"data: [DONE]\n\n")]
     server.set_script(
         Reply(
@@ -242,12 +242,12 @@ def test_limits_are_validated_and_carried_by_clone() -> None:
     assert (b.max_response_bytes, b.max_event_bytes, b.keep_raw) == (64 * 2**20, 8 * 2**20, False)
     for name in ("max_response_bytes", "max_event_bytes"):
         with pytest.raises(ValueError, match=name):
-            OpenAICommon("http://127.0.0.1:9/v1", **{name: 0})
+            OpenAICommon("http://127.0.0.1:9/v1", **cast(Any, {name: 0}))
         for bad in ("1", 1.5, True):
             with pytest.raises(TypeError, match=name):
-                OpenAICommon("http://127.0.0.1:9/v1", **{name: bad})
+                OpenAICommon("http://127.0.0.1:9/v1", **cast(Any, {name: bad}))
     with pytest.raises(TypeError, match="keep_raw"):
-        OpenAICommon("http://127.0.0.1:9/v1", keep_raw=1)
+        OpenAICommon("http://127.0.0.1:9/v1", keep_raw=cast(bool, 1))
     c = b.clone(max_response_bytes=None, max_event_bytes=10, keep_raw=True)
     assert (c.max_response_bytes, c.max_event_bytes, c.keep_raw) == (None, 10, True)
     assert c.clone().max_event_bytes == 10
@@ -267,7 +267,8 @@ def test_a_blocking_body_over_the_limit_fails_naming_it(server: ScriptedServer) 
 
 
 def test_a_stream_over_the_total_limit_fails_and_keeps_its_text(server: ScriptedServer) -> None:
-    frames = [Write(frame(delta("y" * 100))) for _ in range(50)] + [Stall()]
+    frames: list[Step] = [Write(frame(delta("y" * 100))) for _ in range(50)]
+    frames.append(Stall())
     server.set_script(Reply(200, {"Content-Type": "text/event-stream"}, steps=frames))
     r = stream(backend(server, max_response_bytes=2000))
     assert (r.is_success, r.error_class) == (False, "response")
@@ -279,7 +280,7 @@ def test_a_stream_over_the_total_limit_fails_and_keeps_its_text(server: Scripted
 def test_one_huge_sse_line_fails_at_once_naming_max_event_bytes(server: ScriptedServer) -> None:
     # The line never ends and the server never closes: only the limit can end this.
     huge = b"data: " + b"z" * 200_000
-    steps = [Write(frame(delta("before "))), Write(huge), Stall()]
+    steps: list[Step] = [Write(frame(delta("before "))), Write(huge), Stall()]
     server.set_script(Reply(200, {"Content-Type": "text/event-stream"}, steps=steps))
     r = stream(backend(server, max_event_bytes=65536))
     assert (r.is_success, r.error_class) == (False, "response")
