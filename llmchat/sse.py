@@ -15,6 +15,11 @@ it were complete (the stream contract must count a frame cut off mid-JSON), it
 drops comments silently (they are keep-alives that refresh activity), it is a
 pull generator rather than a push stage, and it re-concatenates its buffer on
 every line.
+
+`SSEDecoder(max_event_bytes=N)` bounds one event: its field lines, or one
+line still being buffered, larger than N bytes raise `EventTooLarge` at once
+(carrying the events completed before it in that feed), so a reader can drop
+the connection instead of buffering a runaway line.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["SSEDecoder", "SSEEvent"]
+__all__ = ["EventTooLarge", "SSEDecoder", "SSEEvent"]
 
 _CR: Final = 0x0D
 _LF: Final = 0x0A
@@ -47,10 +52,27 @@ class SSEEvent:
     undecodable: bool = False
 
 
-class SSEDecoder:
-    """Turns body bytes into `SSEEvent`s; feed it whatever a read returned."""
+class EventTooLarge(Exception):
+    """One SSE event (or one line being buffered) passed the decoder's `max_event_bytes`.
 
-    def __init__(self) -> None:
+    `events` holds the events the same `feed` completed before it, in order.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"Stream event larger than max_event_bytes ({limit} bytes)")
+        self.limit = limit
+        self.events: list[SSEEvent] = []
+
+
+class SSEDecoder:
+    """Turns body bytes into `SSEEvent`s; feed it whatever a read returned.
+
+    `max_event_bytes` (None: no limit) bounds the bytes of one event's lines.
+    """
+
+    def __init__(self, max_event_bytes: int | None = None) -> None:
+        self._max = max_event_bytes
+        self._event_bytes = 0  # bytes of the field lines of the open event
         self._partial = bytearray()
         self._skip_lf = False  # the last byte fed was a CR: a LF right after it ends nothing
         self._data: list[str] = []
@@ -61,24 +83,35 @@ class SSEDecoder:
         self._first_line = True
 
     def feed(self, data: bytes) -> list[SSEEvent]:
-        """Return the events (and comments) that `data` completes."""
+        """Return the events (and comments) that `data` completes.
+
+        Raises `EventTooLarge` when an event passes `max_event_bytes`; the
+        decoder is then spent (feed it no more).
+        """
         out: list[SSEEvent] = []
         if not data:
             return out
+        try:
+            self._feed(data, out)
+        except EventTooLarge as exc:
+            exc.events = out
+            raise
+        return out
+
+    def _feed(self, data: bytes, out: list[SSEEvent]) -> None:
         if self._skip_lf or self._first_line or b"\r" in data:
             self._feed_lines(data, out)
-            return out
+            return
         if self._open or self._partial:
             # Finish the frame a previous read left open line by line, up to the
             # first blank line; from there on the state is clean again.
             end = data.find(b"\n\n")
             if end < 0:
                 self._feed_lines(data, out)
-                return out
+                return
             self._feed_lines(data[: end + 2], out)
             data = data[end + 2 :]
         self._feed_frames(data, out)
-        return out
 
     def _feed_frames(self, data: bytes, out: list[SSEEvent]) -> None:
         """The common case, at a frame boundary with LF line ends: split frames in C.
@@ -88,7 +121,11 @@ class SSEDecoder:
         """
         frames = data.split(b"\n\n")
         tail = frames.pop()
+        # Only a read longer than the limit can hold a frame over it: then check each.
+        limit = self._max if self._max is not None and len(data) > self._max else None
         for frame in frames:
+            if limit is not None and len(frame) > limit:
+                raise EventTooLarge(limit)
             if frame.startswith(b"data: ") and b"\n" not in frame:
                 try:
                     out.append(SSEEvent(frame[6:].decode("utf-8")))
@@ -113,6 +150,8 @@ class SSEDecoder:
             lf = data.find(b"\n", start)
             if cr < 0 and lf < 0:
                 self._partial += data[start:]
+                if self._max is not None and self._event_bytes + len(self._partial) > self._max:
+                    raise EventTooLarge(self._max)
                 return
             end = lf if cr < 0 or (0 <= lf < cr) else cr
             if self._partial:
@@ -153,6 +192,10 @@ class SSEDecoder:
             text = raw[1:].decode("utf-8", "replace")
             out.append(SSEEvent(comment=text[1:] if text.startswith(" ") else text))
             return
+        if self._max is not None:
+            self._event_bytes += len(raw)
+            if self._event_bytes > self._max:
+                raise EventTooLarge(self._max)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -184,4 +227,5 @@ class SSEDecoder:
         self._id = None
         self._undecodable = False
         self._open = False
+        self._event_bytes = 0
         return event

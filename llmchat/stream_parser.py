@@ -36,8 +36,10 @@ class StreamParser:
     ``tool_calls``.
     """
 
-    def __init__(self, kind: str = "chat") -> None:
+    def __init__(self, kind: str = "chat", *, keep_raw: bool = True) -> None:
         self.kind = kind
+        self.keep_raw = keep_raw
+        """Whether each Chunk keeps its decoded event as `raw` (memory: ~1 KB a frame)."""
         self.assembler = ToolCallAssembler()
         self.wire_finish_reason: str | None = None
         """The finish reason exactly as it arrived; None until it does."""
@@ -49,6 +51,8 @@ class StreamParser:
         """An in-band provider error; None when there was none."""
         self.dropped = 0
         """Frames that could not be parsed (not UTF-8, not JSON, cut off)."""
+        self.undecodable = 0
+        """Of `dropped`, the frames that were not UTF-8: their text is lost."""
         self.saw_tool_calls = False
         self.comments = 0
         self.payload: dict[str, Any] | None = None
@@ -67,6 +71,7 @@ class StreamParser:
                 self.comments += 1
             elif event.undecodable:
                 self.dropped += 1
+                self.undecodable += 1
             return []
         if len(data) < 16 and data.strip() == DONE:
             self.done = True
@@ -93,7 +98,8 @@ class StreamParser:
             if not plain:
                 return []
             model = payload.get("model")
-            return [Chunk(plain, payload, False, model if type(model) is str else None)]
+            raw = payload if self.keep_raw else None
+            return [Chunk(plain, raw, False, model if type(model) is str else None)]
         if payload.get("error"):
             self.error = self.error or inband_error(payload["error"])
             return []
@@ -164,7 +170,7 @@ class StreamParser:
         return [
             Chunk(
                 content,
-                payload,
+                payload if self.keep_raw else None,
                 final,
                 model if type(model) is str else None,
                 self.finish_reason,
@@ -203,12 +209,11 @@ class StreamParser:
             return content, thinking, refusal if type(refusal) is str else ""
         return content, thinking, ""
 
-    @staticmethod
-    def _usage_chunk(payload: dict[str, Any], usage: dict[str, Any]) -> Chunk:
+    def _usage_chunk(self, payload: dict[str, Any], usage: dict[str, Any]) -> Chunk:
         model = payload.get("model")
         return Chunk(
             content="",
-            raw=payload,
+            raw=payload if self.keep_raw else None,
             model=model if type(model) is str else None,
             usage=usage.get("usage"),
             cached_tokens=usage.get("cached_tokens"),

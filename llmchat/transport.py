@@ -37,9 +37,11 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .errors import InvalidArgumentError, InvalidTypeError
+from .sse import EventTooLarge
 
 __all__ = [
     "SENSITIVE_HEADERS",
+    "BodyTooLarge",
     "CancellableAdapter",
     "Exchange",
     "Timeouts",
@@ -386,19 +388,44 @@ class _Aborted(Exception):
     """The exchange was aborted while `requests` returned normally."""
 
 
-def iter_bytes(response: requests.Response) -> Iterator[bytes]:
-    """Yield body bytes as they arrive (``read1``: no waiting to fill a buffer)."""
-    raw = response.raw
+class BodyTooLarge(Exception):
+    """A body's decoded bytes passed `max_response_bytes`; the reader stops at once."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"Response body larger than max_response_bytes ({limit} bytes)")
+        self.limit = limit
+
+
+def iter_bytes(response: requests.Response, limit: int | None = None) -> Iterator[bytes]:
+    """Yield decoded body bytes as they arrive (``read1``: no waiting to fill a buffer).
+
+    The body is decoded from its Content-Encoding (gzip, deflate; br and zstd
+    when urllib3 can import their libraries) by urllib3's own incremental
+    decoders. Each read returns at most `READ_SIZE` decoded bytes (urllib3 >=
+    2.6 bounds the decompressed output per call), so a decompression bomb
+    meets `limit` after a few reads instead of filling memory. The bytes up to
+    `limit` are yielded (a stream keeps the frames they complete); the read
+    that passes it raises `BodyTooLarge`.
+    """
+    read = response.raw.read1
+    total = 0
     while True:
-        data = raw.read1(READ_SIZE)
+        data = read(READ_SIZE, decode_content=True)
         if not data:
             return
+        if limit is not None:
+            total += len(data)
+            if total > limit:
+                keep = len(data) - (total - limit)
+                if keep > 0:
+                    yield data[:keep]
+                raise BodyTooLarge(limit)
         yield data
 
 
-def read_body(response: requests.Response) -> bytes:
-    """Read the whole body; an abort or the deadline interrupts it."""
-    return b"".join(iter_bytes(response))
+def read_body(response: requests.Response, limit: int | None = None) -> bytes:
+    """Read the whole decoded body; an abort, the deadline or `limit` interrupts it."""
+    return b"".join(iter_bytes(response, limit))
 
 
 # -- bytes to text ------------------------------------------------------------
@@ -458,7 +485,11 @@ _ROWS: Final[tuple[tuple[Any, bool | None, str, str], ...]] = (
     (u3.ReadTimeoutError, False, "timeout", "No response headers within {headers}"),
     (u3.ReadTimeoutError, True, "timeout", "Body silent for more than {headers}"),
     (socket.timeout, None, "timeout", "Server silent for more than {headers}"),
+    # llmchat's own size limits: their message names the limit.
+    (BodyTooLarge, None, "response", "{detail}"),
+    (EventTooLarge, None, "response", "{detail}"),
     (rq.ContentDecodingError, None, "response", "Undecodable body: {detail}"),
+    (u3.DecodeError, None, "response", "Undecodable body: {detail}"),
     (u3.IncompleteRead, True, "response", "Body cut off: {detail}"),
     (rq.ChunkedEncodingError, True, "response", "Body cut off: {detail}"),
     (u3.ProtocolError, True, "response", "Body cut off: {detail}"),

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmchat.sse import SSEDecoder, SSEEvent
+from llmchat.sse import EventTooLarge, SSEDecoder, SSEEvent
 
 from .conftest import CAPTURES_DIR
 
@@ -441,3 +441,34 @@ def test_fixture_copies_are_byte_identical_to_the_shared_captures() -> None:
         pytest.skip(f"{SHARED_LLAMACPP} absent: nothing to compare the copies with")
     for path in fixtures:
         assert path.read_bytes() == (SHARED_LLAMACPP / path.name).read_bytes(), path.name
+
+
+# -- max_event_bytes ------------------------------------------------------------
+
+
+def test_event_limit_fast_path_frame_keeps_the_events_before_it() -> None:
+    decoder = SSEDecoder(max_event_bytes=100)
+    with pytest.raises(EventTooLarge, match=r"max_event_bytes \(100 bytes\)") as caught:
+        decoder.feed(b"data: a\n\ndata: b\n\ndata: " + b"x" * 200 + b"\n\ndata: c\n\n")
+    assert [e.data for e in caught.value.events] == ["a", "b"]
+
+
+def test_event_limit_counts_an_unterminated_line_across_feeds() -> None:
+    decoder = SSEDecoder(max_event_bytes=100)
+    assert decoder.feed(b"data: ok\n\ndata: " + b"y" * 50) == [SSEEvent("ok")]
+    with pytest.raises(EventTooLarge):
+        decoder.feed(b"y" * 60)
+
+
+def test_event_limit_counts_every_line_of_one_event() -> None:
+    decoder = SSEDecoder(max_event_bytes=100)
+    with pytest.raises(EventTooLarge):
+        for _ in range(5):
+            decoder.feed(b"data: " + b"z" * 30 + b"\n")
+    small = SSEDecoder(max_event_bytes=100)
+    for _ in range(3):  # each event under the limit, however many there are
+        assert small.feed(b"data: " + b"z" * 80 + b"\r\n\r\n") == [SSEEvent("z" * 80)]
+
+
+def test_no_event_limit_by_default() -> None:
+    assert SSEDecoder().feed(b"data: " + b"w" * 2**20 + b"\n\n") == [SSEEvent("w" * 2**20)]

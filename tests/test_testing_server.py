@@ -682,3 +682,69 @@ def test_chat_responder_requires_messages() -> None:
 
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "'messages' is required"
+
+
+# -- Content-Encoding ---------------------------------------------------------
+
+
+def _decompressor(encoding: str) -> Any:
+    """A streaming decompressor with one `feed(bytes) -> bytes` per encoding."""
+    import zlib
+
+    if encoding in ("gzip", "deflate"):
+        z = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+        return z.decompress
+    if encoding == "br":
+        import brotli
+
+        return brotli.Decompressor().process
+    from urllib3.response import ZstdDecoder  # type: ignore[attr-defined]
+
+    return ZstdDecoder().decompress
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd"])
+def test_compressed_reply_sets_the_header_and_flushes_every_write(encoding: str) -> None:
+    frames = [b"data: one\n\n", b"data: two\n\n", b"", b"data: three\n\n"]
+    reply = Reply(
+        200,
+        {"Content-Type": "text/event-stream"},
+        framing="chunked",
+        steps=[Write(f) for f in frames],
+        content_encoding=encoding,  # type: ignore[arg-type]
+    )
+    server = ScriptedServer(reply)
+    with server:
+        sock = connect(server)
+        sock.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        status, headers, body = split_response(read_to_eof(sock))
+        sock.close()
+    assert status.startswith("HTTP/1.1 200") and headers["content-encoding"] == encoding
+    payloads = chunk_payloads(body)
+    assert len(payloads) == 4  # three non-empty writes, then the compressed stream's end
+    feed = _decompressor(encoding)
+    # Each write decodes on its own, as it arrives: the flush made it complete.
+    assert [feed(p) for p in payloads[:3]] == [f for f in frames if f]
+
+
+def test_compressed_length_reply_counts_compressed_bytes() -> None:
+    import gzip
+
+    reply = Reply.json({"text": "é" * 500}, content_encoding="gzip")
+    server = ScriptedServer(reply)
+    with server:
+        answer = requests.get(server.url + "/x", stream=True, timeout=5)
+        wire = answer.raw.read(decode_content=False)
+    assert int(answer.headers["Content-Length"]) == len(wire) < 500
+    assert json.loads(gzip.decompress(wire)) == {"text": "é" * 500}
+
+
+def test_compressed_reply_is_frozen_data_and_checks_its_encoding() -> None:
+    a = Reply.sse([{"x": 1}], content_encoding="deflate")
+    b = Reply.sse([{"x": 1}], content_encoding="deflate")
+    assert a == b and a.body_steps == b.body_steps
+    assert Reply.sse([{"x": 1}]) != a
+    with pytest.raises(ValueError, match="content_encoding"):
+        Reply(body="x", content_encoding="lzma")  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        a.content_encoding = "gzip"  # type: ignore[misc]

@@ -31,10 +31,11 @@ from ..messages import Message, MessageLike, coerce_messages, normalize_messages
 from ..redact import Redactor, check_secret
 from ..response import Response
 from ..settings import Settings
-from ..sse import SSEDecoder, SSEEvent
+from ..sse import EventTooLarge, SSEDecoder, SSEEvent
 from ..stream_parser import StreamParser
 from ..transport import (
     DEFAULT_POOL_SIZE,
+    BodyTooLarge,
     Exchange,
     Timeouts,
     Transport,
@@ -151,6 +152,9 @@ class OpenAICommon:
         request_timeout: float | None = 1800.0,
         stream_finish_grace: float | None = 10.0,
         server_probe_timeout: float | None = 3.0,
+        max_response_bytes: int | None = 64 * 2**20,
+        max_event_bytes: int | None = 8 * 2**20,
+        keep_raw: bool = False,
         session: Any = None,
         pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
@@ -169,6 +173,10 @@ class OpenAICommon:
             raise InvalidTypeError(f"pool_size must be an int, got {type(pool_size).__name__}")
         if pool_size < 1:
             raise InvalidArgumentError(f"pool_size must be >= 1, got {pool_size}")
+        _check_byte_limit("max_response_bytes", max_response_bytes)
+        _check_byte_limit("max_event_bytes", max_event_bytes)
+        if not isinstance(keep_raw, bool):
+            raise InvalidTypeError(f"keep_raw must be a bool, got {type(keep_raw).__name__}")
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidTypeError(
                 f"settings must be a llmchat.Settings or None, got {type(settings).__name__}"
@@ -198,6 +206,12 @@ class OpenAICommon:
             finish_grace=stream_finish_grace,
             probe=server_probe_timeout,
         )
+        self.max_response_bytes = max_response_bytes
+        """Decoded bytes one response body (or one whole stream) may have; None: no limit."""
+        self.max_event_bytes = max_event_bytes
+        """Bytes one SSE event (or one line being buffered) may have; None: no limit."""
+        self.keep_raw = keep_raw
+        """Whether streamed Chunks keep their decoded event as `Chunk.raw`."""
         self.session = session
         self.pool_size = pool_size
         self._transport = Transport(self.timeouts, session, pool_size=pool_size)
@@ -232,6 +246,9 @@ class OpenAICommon:
             "request_timeout": timeouts.request,
             "stream_finish_grace": timeouts.finish_grace,
             "server_probe_timeout": timeouts.probe,
+            "max_response_bytes": self.max_response_bytes,
+            "max_event_bytes": self.max_event_bytes,
+            "keep_raw": self.keep_raw,
             "session": self.session,
             "pool_size": self.pool_size,
         }
@@ -338,7 +355,7 @@ class OpenAICommon:
             body["stream"] = True
             if self.send_include_usage:
                 body["stream_options"] = {"include_usage": True}
-        return self._wire_request(self.chat_path, body)
+        return self._wire_request(self.chat_path, body, stream=stream)
 
     def prepare_text_request(
         self,
@@ -366,15 +383,20 @@ class OpenAICommon:
             body["stream"] = True
             if self.send_include_usage:
                 body["stream_options"] = {"include_usage": True}
-        return self._wire_request(self.text_path, body)
+        return self._wire_request(self.text_path, body, stream=stream)
 
-    def _wire_request(self, path: str, body: dict[str, Any]) -> WireRequest:
+    def _wire_request(self, path: str, body: dict[str, Any], *, stream: bool) -> WireRequest:
         body = self._finalize_request_body(body)
         data = self._encode_request_body(body)
+        headers = self._get_api_headers()
+        if stream and not any(name.lower() == "accept-encoding" for name in headers):
+            # A compressed token stream saves little and makes intermediaries buffer;
+            # the reader still decodes whatever a server sends. A hook's own header wins.
+            headers["Accept-Encoding"] = "identity"
         return WireRequest(
             method="POST",
             url=join_url(self.api_url, path),
-            headers=self._get_api_headers(),
+            headers=headers,
             body=body,
             data=data,
         )
@@ -493,7 +515,7 @@ class OpenAICommon:
             wirelog.response(http.status_code, http.headers)
             response.retry_after = http.headers.get("Retry-After")
             response._content_type = http.headers.get("Content-Type")
-            data = self._read_all(http, wirelog)
+            data = self._read_all(http, wirelog, self.max_response_bytes)
         except Exception as exc:
             if exchange.aborted != "cancel":
                 error_class, message = classify_exception(
@@ -510,9 +532,9 @@ class OpenAICommon:
         wirelog.end("ok" if response.is_success else f"failed: {response.err}")
 
     @staticmethod
-    def _read_all(http: requests.Response, wirelog: WireLog) -> bytes:
+    def _read_all(http: requests.Response, wirelog: WireLog, limit: int | None) -> bytes:
         parts = []
-        for data in iter_bytes(http):
+        for data in iter_bytes(http, limit):
             wirelog.first_byte()
             parts.append(data)
         return b"".join(parts)
@@ -520,9 +542,10 @@ class OpenAICommon:
     def _complete_blocking(
         self, response: Response, status: int, data: bytes, kind: str, on_complete: Any = None
     ) -> None:
-        text = decode_body(data)
-        payload = parse_json(text)
         if status >= 400:
+            # Only for the message: an error body is read whatever its bytes are.
+            text = data.decode("utf-8-sig", "replace")
+            payload = parse_json(text)
             message = json_error_message(payload)
             response._error_body = ErrorBody(
                 len(data),
@@ -533,6 +556,12 @@ class OpenAICommon:
                 error_class="http", error_status=status, err=error_message(payload, text, status)
             )
             return
+        try:
+            text = data.decode("utf-8-sig")  # a leading BOM is dropped
+        except UnicodeDecodeError:
+            response._settle(error_class="response", err=ERR_NOT_UTF8)
+            return
+        payload = parse_json(text)
         if not text.strip():
             response._settle(error_class="response", err="Empty response body")
             return
@@ -561,7 +590,7 @@ class OpenAICommon:
         response._add_chunk(
             Chunk(
                 content=completion.text,
-                raw=payload,
+                raw=dict(payload),
                 is_final=True,
                 model=completion.model,
                 finish_reason=response.finish_reason,
@@ -665,7 +694,7 @@ class OpenAICommon:
         """The reader thread: one exchange, then exactly one settle."""
         wirelog = WireLog(self._secrets())
         wirelog.request(request.method, request.url, request.headers, request.data)
-        parser = StreamParser(kind)
+        parser = StreamParser(kind, keep_raw=self.keep_raw)
         http = None
         ending: str | None = None
         try:
@@ -679,7 +708,7 @@ class OpenAICommon:
                 ending = self._pump(http, response, parser, exchange, wirelog)
             else:
                 # An error status, or a server that ignored "stream": a whole body.
-                data = self._read_all(http, wirelog)
+                data = self._read_all(http, wirelog, self.max_response_bytes)
                 self._complete_blocking(
                     response, http.status_code, data, kind, self._on_stream_complete
                 )
@@ -711,12 +740,19 @@ class OpenAICommon:
         The chunks of one read are published together: one lock and one
         wake-up per read rather than per frame.
         """
-        decoder = SSEDecoder()
-        for data in iter_bytes(http):
+        decoder = SSEDecoder(self.max_event_bytes)
+        for data in iter_bytes(http, self.max_response_bytes):
             wirelog.first_byte()
             response.last_activity_at = time.monotonic()
             chunks: list[Chunk] = []
-            for event in decoder.feed(data):
+            try:
+                events = decoder.feed(data)
+            except EventTooLarge as exc:  # publish what came before it, then fail
+                for event in exc.events:
+                    chunks += self._apply_event(event, response, parser, exchange)
+                response._add_chunks(chunks)
+                raise
+            for event in events:
                 chunks += self._apply_event(event, response, parser, exchange)
             response._add_chunks(chunks)
             if parser.done:
@@ -768,6 +804,10 @@ class OpenAICommon:
         """Turn a read that raised into an ending, or settle it here; None if settled."""
         if exchange.aborted == "cancel":
             return None  # cancel() settled it already
+        if isinstance(exc, (BodyTooLarge, EventTooLarge)):
+            # Read no further, even after the finish chunk: what arrived stays on the Response.
+            response._settle(error_class="response", err=str(exc))
+            return None
         if exchange.aborted == "grace":
             return "grace"
         if parser.finished and exchange.aborted is None:
@@ -775,7 +815,7 @@ class OpenAICommon:
         error_class, message = classify_exception(
             exc, exchange=exchange, after_headers=after_headers, timeouts=self.timeouts
         )
-        if error_class == "response":
+        if error_class == "response" and message.startswith("Body cut off"):
             log.debug("stream cut off: %s", self._redactor().text(message))
             message = ERR_STREAM_CLOSED
         response._settle(error_class=error_class, err=message)
@@ -785,6 +825,12 @@ class OpenAICommon:
         """The one place a stream's ending becomes its terminal state (spec contract)."""
         if parser.error is not None:
             response._settle(error_class="response", err=parser.error)
+        elif parser.undecodable:
+            response._settle(
+                error_class="response",
+                err=f"{parser.undecodable} stream frame(s) were not valid UTF-8; "
+                "their text was lost",
+            )
         elif parser.saw_tool_calls and parser.dropped:
             response._settle(
                 error_class="response",
@@ -899,7 +945,7 @@ class OpenAICommon:
                 connect_timeout=_min_limit(self.timeouts.connect, limit),
                 read_timeout=limit,
             )
-            body = b"".join(iter_bytes(http))
+            body = b"".join(iter_bytes(http, self.max_response_bytes))
         except Exception as exc:
             _, message = classify_exception(
                 exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
@@ -933,6 +979,16 @@ USER_AGENT: Final = f"llmchat/{__version__}"
 """Servers and gateways log clients by it; requests' own would name requests."""
 
 ERR_STREAM_CLOSED: Final = "Stream closed without [DONE] or a finish reason"
+ERR_NOT_UTF8: Final = "Response body is not valid UTF-8"
+
+
+def _check_byte_limit(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{name} must be a number of bytes (int) or None, got {value!r}")
+    if value <= 0:
+        raise InvalidArgumentError(f"{name} must be a positive number of bytes, got {value!r}")
 
 
 def _is_event_stream(http: requests.Response) -> bool:

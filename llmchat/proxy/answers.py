@@ -28,9 +28,9 @@ class Answer:
     def stream(self) -> Any:
         raise NotImplementedError
 
-    def chunk(self, chunk: Any) -> dict[str, Any]:
+    def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
         """The OpenAI chunk the stream translator takes for one upstream `Chunk`."""
-        return openai_chunk(chunk)
+        return openai_chunk(chunk, response_id=response_id)
 
     def body(self, response: Response) -> dict[str, Any]:
         raise NotImplementedError
@@ -49,8 +49,8 @@ class OllamaAnswer(Answer):
     def stream(self) -> OllamaStream:
         return OllamaStream(self.model, shape=self.shape)
 
-    def chunk(self, chunk: Any) -> dict[str, Any]:
-        return openai_chunk(chunk, thinking=self.thinking)
+    def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
+        return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
 
     def loaded(self, unload: bool = False) -> dict[str, Any]:
         common: dict[str, Any] = dict(
@@ -95,8 +95,8 @@ class AnthropicAnswer(Answer):
             "adaptive",
         )
 
-    def chunk(self, chunk: Any) -> dict[str, Any]:
-        return openai_chunk(chunk, thinking=self.thinking)
+    def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
+        return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
 
     def stream(self) -> AnthropicStream:
         return AnthropicStream(self.model)

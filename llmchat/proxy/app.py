@@ -36,6 +36,7 @@ from .upstream import (
     Relay,
     Upstream,
     UpstreamUnavailable,
+    client_message,
     failure_of,
     is_truncation,
 )
@@ -66,7 +67,6 @@ _REASONS = {
     504: "Gateway Timeout",
     529: "Overloaded",
 }
-UPSTREAM_UNAVAILABLE = "Could not reach the upstream server"
 _TOO_DEEP = "The request body is nested too deeply"
 _STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 
@@ -308,7 +308,7 @@ class ProxyApp:
         try:
             names = self.upstream.model_names()
         except UpstreamUnavailable:
-            return self._error(exchange, 502, UPSTREAM_UNAVAILABLE, "connection")
+            return self._error(exchange, 502, client_message("connection", None), "connection")
         return self._json(exchange, 200, shape(names))
 
     def _ollama_show(self, exchange: _Exchange) -> list[bytes]:
@@ -486,7 +486,10 @@ class ProxyApp:
             )
         http = relay.http  # a 2xx: an error status is a relay.failure
         content_type = relay.redactor.text(http.headers.get("Content-Type", "application/json"))
-        meter = RelayMeter(event_stream=content_type.startswith("text/event-stream"))
+        meter = RelayMeter(
+            event_stream=content_type.startswith("text/event-stream"),
+            max_event_bytes=relay.max_event_bytes,
+        )
         # No Content-Length: scrubbing the key out can change the body's length.
         exchange.begin(
             http.status_code, content_type, _STREAM_HEADERS if meter.event_stream else ()

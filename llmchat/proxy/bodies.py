@@ -84,7 +84,7 @@ class StreamBody(_AccountedBody):
             yield head
         chunk = self._first
         while chunk is not None:
-            data = translator.delta(self._answer.chunk(chunk))
+            data = translator.delta(self._answer.chunk(chunk, response.id))
             if data:
                 yield data
             if translator.errored:
@@ -149,9 +149,9 @@ class RelayBody(_AccountedBody):
                 if data:
                     meter.feed(data)
                     yield data
-        except RelayBroken:
+        except RelayBroken as broken:
             self._event.ok = False
-            self._event.error_type = "connection"
+            self._event.error_type = broken.error_class
             return  # the client sees the body stop short (a held tail is dropped)
         tail = scrubber.flush()
         if tail:

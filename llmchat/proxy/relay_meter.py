@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..completion import parse_completion, usage_fields
-from ..sse import SSEDecoder
+from ..sse import EventTooLarge, SSEDecoder
 from ..stream_parser import StreamParser
 from ..transport import decode_body, parse_json
+from .upstream import RelayBroken
 
 __all__ = ["RelayMeter"]
 
@@ -20,7 +21,7 @@ __all__ = ["RelayMeter"]
 class RelayMeter:
     """Feed it every relayed byte; read `input_tokens`, `output_tokens`, `content_bytes`."""
 
-    def __init__(self, *, event_stream: bool) -> None:
+    def __init__(self, *, event_stream: bool, max_event_bytes: int | None = None) -> None:
         self.event_stream = event_stream
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
@@ -28,15 +29,21 @@ class RelayMeter:
         self.model: str | None = None
         self.finished = False
         """True once the answer was complete: ``[DONE]``/a finish reason, or a whole body."""
-        self._decoder = SSEDecoder() if event_stream else None
-        self._parser = StreamParser("chat") if event_stream else None
+        self._decoder = SSEDecoder(max_event_bytes) if event_stream else None
+        self._parser = StreamParser("chat", keep_raw=False) if event_stream else None
         self._body: list[bytes] = []
 
     def feed(self, data: bytes) -> None:
+        """Watch `data`; raises `RelayBroken` ("response") when an event passes the limit."""
         if self._decoder is None:
             self._body.append(data)
             return
-        self._events(self._decoder.feed(data))
+        try:
+            events = self._decoder.feed(data)
+        except EventTooLarge as exc:
+            self._events(exc.events)
+            raise RelayBroken(str(exc), "response") from exc
+        self._events(events)
 
     def close(self) -> None:
         """The body ended; read what a whole (non-stream) body said."""

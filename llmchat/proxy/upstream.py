@@ -149,13 +149,17 @@ def is_truncation(response: Response) -> bool:
     )
 
 
-def openai_chunk(chunk: Chunk, *, thinking: bool = True) -> dict[str, Any]:
+def openai_chunk(
+    chunk: Chunk, *, thinking: bool = True, response_id: str | None = None
+) -> dict[str, Any]:
     """One llmchat `Chunk` as the decoded OpenAI chunk a stream translator takes.
 
     Built from the parsed fields rather than `chunk.raw`: the upstream's
     parser has already assembled tool calls, so each lands whole on the
     finish chunk (as one fragment per call), and no fragment is seen twice.
     `thinking=False` leaves reasoning out (a client that asked not to see it).
+    The id is `response_id` (the Response's, as streamed Chunks keep no `raw`
+    by default), else one a kept `raw` carries.
     """
     delta: dict[str, Any] = {}
     if chunk.content:
@@ -168,7 +172,9 @@ def openai_chunk(chunk: Chunk, *, thinking: bool = True) -> dict[str, Any]:
         ]
     out: dict[str, Any] = {}
     raw = chunk.raw
-    if raw is not None and type(raw.get("id")) is str:
+    if response_id is not None:
+        out["id"] = response_id
+    elif raw is not None and type(raw.get("id")) is str:
         out["id"] = raw["id"]
     if chunk.model:
         out["model"] = chunk.model
@@ -397,6 +403,8 @@ class Upstream:
         if data is None:
             headers = {k: v for k, v in headers.items() if k != "Content-Type"}
         exchange = relay.exchange
+        relay.max_response_bytes = backend.max_response_bytes
+        relay.max_event_bytes = backend.max_event_bytes
         exchange.arm_deadline(backend.timeouts.request)
         try:
             http = backend._transport.open(method, backend._url(path), headers, data, exchange)
@@ -419,16 +427,22 @@ class Upstream:
 
 
 class Relay:
-    """An upstream exchange whose 2xx body is passed through, scrubbed of the backend's key.
+    """An upstream exchange whose 2xx body is passed through decoded, scrubbed of the key.
 
-    An error status is not passed through: `error_status_failure` reads the
-    body for the log and the client gets the proxy's own error instead.
+    The body is decoded from its Content-Encoding on the way (the client gets
+    plain bytes and no Content-Encoding), bounded by the backend's
+    `max_response_bytes` (here) and `max_event_bytes` (the `RelayMeter`), and
+    the backend's credentials are taken out of it. An error status is not
+    passed through: `error_status_failure` reads the body for the log and the
+    client gets the proxy's own error instead.
     """
 
     def __init__(self) -> None:
         self.exchange = Exchange()
         self.http: Any = None
         self.failure: Failure | None = None
+        self.max_response_bytes: int | None = None
+        self.max_event_bytes: int | None = None
         self.redactor = Redactor.of(())
         """Takes the backend's credentials out of what is relayed (set by `Upstream.relay`)."""
 
@@ -453,10 +467,13 @@ class Relay:
     def chunks(self) -> Iterator[bytes]:
         """The upstream body as it arrives; stops quietly when the exchange is aborted."""
         try:
-            yield from iter_bytes(self.http)
+            yield from iter_bytes(self.http, self.max_response_bytes)
         except Exception as exc:
             if self.exchange.aborted != "cancel":
-                raise RelayBroken(str(exc)) from exc
+                error_class, message = classify_exception(
+                    exc, exchange=self.exchange, after_headers=True
+                )
+                raise RelayBroken(message, error_class) from exc
         finally:
             self.close()
 
@@ -474,7 +491,11 @@ class UpstreamUnavailable(Exception):
 
 
 class RelayBroken(Exception):
-    """The upstream body broke off mid-relay."""
+    """The upstream body broke off mid-relay, or passed a size limit (`error_class` says)."""
+
+    def __init__(self, message: str, error_class: str = "connection") -> None:
+        super().__init__(message)
+        self.error_class = error_class
 
 
 def _log_attempts(exc: Exhausted) -> None:

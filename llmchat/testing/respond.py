@@ -48,6 +48,8 @@ def play_reply(
 def reply_head(reply: Reply, *, keep_alive: bool) -> bytes:
     """Return the status line and header block, defaults first, overridden by the reply's own."""
     defaults = [("Server", SERVER_NAME), ("Content-Type", "application/json")]
+    if reply.content_encoding is not None:
+        defaults.append(("Content-Encoding", reply.content_encoding))
     if reply.framing == "length":
         size = sum(len(step.data) for step in reply.body_steps if isinstance(step, Write))
         defaults.append(("Content-Length", str(size)))

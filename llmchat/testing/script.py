@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from .compress import ContentEncoding, compress_writes
 from .record import RecordedRequest
 
 __all__ = [
@@ -126,6 +127,15 @@ class Reply:
     application/json`, plus the framing ones; a header given in `headers` (a
     mapping, or `(name, value)` pairs to repeat a name) replaces the default of
     the same name, framing headers included, so a reply can lie on purpose.
+
+    `content_encoding` (``"gzip"``, ``"deflate"``, ``"br"``, ``"zstd"``) sends
+    the body compressed, with that `Content-Encoding` header: each `Write` is
+    compressed and flushed on its own, so a streamed reply still arrives write
+    by write, and the compressed stream's end goes after the last step (never
+    after a `Drop`). The steps are encoded once, here, so the reply stays
+    frozen data; `Content-Length` counts the compressed bytes. br needs
+    ``brotli`` and zstd ``backports.zstd`` (stdlib from Python 3.14). To send
+    bytes that lie about their encoding, give the header in `headers` instead.
     """
 
     status: int = 200
@@ -136,6 +146,7 @@ class Reply:
     before_headers: Sequence[Step] = ()
     steps: Sequence[Step] | None = None
     reason: str | None = None
+    content_encoding: ContentEncoding | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.status, bool) or not isinstance(self.status, int):
@@ -151,13 +162,21 @@ class Reply:
         object.__setattr__(self, "before_headers", _checked_steps(self.before_headers))
         if self.steps is not None:
             object.__setattr__(self, "steps", _checked_steps(self.steps))
+        encoded = None
+        if self.content_encoding is not None:
+            encoded = _encoded(self._plain_steps(), self.content_encoding)
+        object.__setattr__(self, "_encoded_steps", encoded)
 
-    @property
-    def body_steps(self) -> tuple[Step, ...]:
-        """The body as steps: `steps` as given, or `body` as one `Write`."""
+    def _plain_steps(self) -> tuple[Step, ...]:
         if self.steps is not None:
             return tuple(self.steps)
         return (Write(self.body),) if self.body else ()
+
+    @property
+    def body_steps(self) -> tuple[Step, ...]:
+        """The body as steps: `steps` as given, or `body` as one `Write`; compressed if asked."""
+        encoded: tuple[Step, ...] | None = getattr(self, "_encoded_steps", None)
+        return encoded if encoded is not None else self._plain_steps()
 
     @property
     def header_pairs(self) -> tuple[tuple[str, str], ...]:
@@ -206,6 +225,7 @@ class Reply:
         status: int = 200,
         headers: HeadersLike | None = None,
         before_headers: Sequence[Step] = (),
+        content_encoding: ContentEncoding | None = None,
     ) -> Reply:
         """Return a `text/event-stream` reply, one `Write` per event.
 
@@ -226,7 +246,23 @@ class Reply:
                 steps.append(Pause(delay))
             steps.append(Write(data))
         pairs = (("Content-Type", "text/event-stream"), *_header_pairs(headers))
-        return cls(status, pairs, framing=framing, steps=steps, before_headers=before_headers)
+        return cls(
+            status,
+            pairs,
+            framing=framing,
+            steps=steps,
+            before_headers=before_headers,
+            content_encoding=content_encoding,
+        )
+
+
+def _encoded(steps: tuple[Step, ...], encoding: ContentEncoding) -> tuple[Step, ...]:
+    """`steps` with every `Write` compressed and flushed, then the compressed stream's end."""
+    writes = [step.data for step in steps if isinstance(step, Write)]
+    compressed, end = compress_writes(writes, encoding)
+    pieces = iter(compressed)
+    out = [Write(next(pieces)) if isinstance(step, Write) else step for step in steps]
+    return (*out, Write(end))
 
 
 def _sse_frame(event: Mapping[str, Any] | str | bytes) -> tuple[bytes, bool]:
