@@ -1422,9 +1422,9 @@ def main(argv: list[str] | None = None) -> int:
             "everything that has arrived in one lock. What remains above the floor is "
             "mostly the hand-off itself: the floor parses in the consumer's own thread, "
             "llmchat in a reader thread that owns the exchange (so the Response settles "
-            "even when nobody iterates), and the two share the GIL. Each `Chunk` keeps its "
-            "parsed `raw` dict and the Response keeps every chunk (nothing is lost to a "
-            "second reader), so a stream's parsed JSON lives as long as its Response.",
+            "even when nobody iterates), and the two share the GIL. The Response keeps "
+            "every chunk (nothing is lost to a second reader), but not its parsed `raw` "
+            "dict unless the backend has `keep_raw=True` (see the memory section).",
         ]
     if others:
         markdown += ["", f"Threads left running: {', '.join(others)}."]
