@@ -21,6 +21,7 @@ SCRIPTS = (
     "bench_request.py",
     "bench_stream.py",
     "bench_proxy.py",
+    "bench_memory.py",
     "bench_real_llamacpp.py",  # needs the "real" extra; says so and fails alone without it
 )
 
