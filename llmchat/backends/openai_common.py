@@ -169,12 +169,9 @@ class OpenAICommon:
             raise InvalidTypeError(
                 f"session must be a requests.Session or None, got {type(session).__name__}"
             )
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
-            raise InvalidTypeError(f"pool_size must be an int, got {type(pool_size).__name__}")
-        if pool_size < 1:
-            raise InvalidArgumentError(f"pool_size must be >= 1, got {pool_size}")
-        _check_byte_limit("max_response_bytes", max_response_bytes)
-        _check_byte_limit("max_event_bytes", max_event_bytes)
+        _check_count("pool_size", pool_size, "connections", none_ok=False)
+        _check_count("max_response_bytes", max_response_bytes, "bytes")
+        _check_count("max_event_bytes", max_event_bytes, "bytes")
         if not isinstance(keep_raw, bool):
             raise InvalidTypeError(f"keep_raw must be a bool, got {type(keep_raw).__name__}")
         if settings is not None and not isinstance(settings, Settings):
@@ -982,13 +979,17 @@ ERR_STREAM_CLOSED: Final = "Stream closed without [DONE] or a finish reason"
 ERR_NOT_UTF8: Final = "Response body is not valid UTF-8"
 
 
-def _check_byte_limit(name: str, value: Any) -> None:
-    if value is None:
+def _check_count(name: str, value: Any, what: str, *, none_ok: bool = True) -> None:
+    """A positive int of `what` (None allowed when `none_ok`), else an error naming `name`."""
+    if value is None and none_ok:
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidTypeError(f"{name} must be a number of bytes (int) or None, got {value!r}")
+        alternative = " or None" if none_ok else ""
+        raise InvalidTypeError(
+            f"{name} must be a number of {what} (int){alternative}, got {value!r}"
+        )
     if value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive number of bytes, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive number of {what}, got {value!r}")
 
 
 def _is_event_stream(http: requests.Response) -> bool:
