@@ -19,17 +19,42 @@ import functools
 import json
 import re
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import quote, quote_plus
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["REDACTED", "Redactor", "StreamScrubber", "check_secret", "secret_forms"]
+__all__ = [
+    "REDACTED",
+    "SENSITIVE_HEADERS",
+    "Redactor",
+    "StreamScrubber",
+    "check_secret",
+    "redact_headers",
+    "secret_forms",
+]
 
 REDACTED: Final = "[redacted]"
 _REDACTED_BYTES: Final = REDACTED.encode()
 _PERCENT: Final = re.compile("%[0-9A-F]{2}")
+
+
+SENSITIVE_HEADERS: Final = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+)
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Return a copy of `headers` fit for a log line, repr or debug dump.
+
+    Credentials are replaced by ``[redacted]``; every repr and dump of headers
+    in llmchat goes through here.
+    """
+    return {
+        name: "[redacted]" if name.lower() in SENSITIVE_HEADERS else value
+        for name, value in headers.items()
+    }
 
 
 def check_secret(name: str, value: str | None) -> str | None:

@@ -37,11 +37,12 @@ from ..transport import (
     DEFAULT_POOL_SIZE,
     BodyTooLarge,
     Exchange,
+    RequestsTransport,
     Timeouts,
     Transport,
+    TransportResponse,
     classify_exception,
     decode_body,
-    iter_bytes,
     parse_json,
     redact_headers,
 )
@@ -157,6 +158,7 @@ class OpenAICommon:
         keep_raw: bool = False,
         session: Any = None,
         pool_size: int = DEFAULT_POOL_SIZE,
+        transport: Transport | None = None,
     ) -> None:
         if not isinstance(api_url, str) or not api_url.strip():
             raise InvalidArgumentError(f"api_url must be a non-empty URL string, got {api_url!r}")
@@ -174,6 +176,13 @@ class OpenAICommon:
         _check_count("max_event_bytes", max_event_bytes, "bytes")
         if not isinstance(keep_raw, bool):
             raise InvalidTypeError(f"keep_raw must be a bool, got {type(keep_raw).__name__}")
+        if transport is not None and not isinstance(transport, Transport):
+            raise InvalidTypeError(
+                f"transport must be a llmchat.transport.Transport or None, "
+                f"got {type(transport).__name__}"
+            )
+        if transport is not None and session is not None:
+            raise InvalidArgumentError("pass session or transport, not both")
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidTypeError(
                 f"settings must be a llmchat.Settings or None, got {type(settings).__name__}"
@@ -211,7 +220,11 @@ class OpenAICommon:
         """Whether streamed Chunks keep their decoded event as `Chunk.raw`."""
         self.session = session
         self.pool_size = pool_size
-        self._transport = Transport(self.timeouts, session, pool_size=pool_size)
+        self.transport = transport
+        """The transport given to the constructor, or None for the requests-based one."""
+        self._transport: Transport = (
+            transport if transport is not None else RequestsTransport(session, pool_size=pool_size)
+        )
 
     # -- identity -----------------------------------------------------------
 
@@ -248,6 +261,7 @@ class OpenAICommon:
             "keep_raw": self.keep_raw,
             "session": self.session,
             "pool_size": self.pool_size,
+            "transport": self.transport,
         }
 
     def clone(self, **changes: Any) -> OpenAICommon:
@@ -506,9 +520,7 @@ class OpenAICommon:
         wirelog.request(request.method, request.url, request.headers, request.data)
         http = None
         try:
-            http = self._transport.open(
-                request.method, request.url, request.headers, request.data, exchange
-            )
+            http = self._open(request, exchange)
             wirelog.response(http.status_code, http.headers)
             response.retry_after = http.headers.get("Retry-After")
             response._content_type = http.headers.get("Content-Type")
@@ -528,10 +540,22 @@ class OpenAICommon:
         self._complete_blocking(response, http.status_code, data, kind)
         wirelog.end("ok" if response.is_success else f"failed: {response.err}")
 
+    def _open(self, request: WireRequest, exchange: Exchange) -> TransportResponse:
+        """Send `request` on `exchange` with the backend's connect and headers timeouts."""
+        return self._transport.open(
+            request.method,
+            request.url,
+            request.headers,
+            request.data,
+            exchange,
+            connect_timeout=self.timeouts.connect,
+            read_timeout=self.timeouts.headers,
+        )
+
     @staticmethod
-    def _read_all(http: requests.Response, wirelog: WireLog, limit: int | None) -> bytes:
+    def _read_all(http: TransportResponse, wirelog: WireLog, limit: int | None) -> bytes:
         parts = []
-        for data in iter_bytes(http, limit):
+        for data in http.iter_bytes(limit):
             wirelog.first_byte()
             parts.append(data)
         return b"".join(parts)
@@ -695,9 +719,7 @@ class OpenAICommon:
         http = None
         ending: str | None = None
         try:
-            http = self._transport.open(
-                request.method, request.url, request.headers, request.data, exchange
-            )
+            http = self._open(request, exchange)
             wirelog.response(http.status_code, http.headers)
             response.retry_after = http.headers.get("Retry-After")
             response._content_type = http.headers.get("Content-Type")
@@ -726,7 +748,7 @@ class OpenAICommon:
 
     def _pump(
         self,
-        http: requests.Response,
+        http: TransportResponse,
         response: Response,
         parser: StreamParser,
         exchange: Exchange,
@@ -738,7 +760,7 @@ class OpenAICommon:
         wake-up per read rather than per frame.
         """
         decoder = SSEDecoder(self.max_event_bytes)
-        for data in iter_bytes(http, self.max_response_bytes):
+        for data in http.iter_bytes(self.max_response_bytes):
             wirelog.first_byte()
             response.last_activity_at = time.monotonic()
             chunks: list[Chunk] = []
@@ -940,9 +962,9 @@ class OpenAICommon:
                 data,
                 exchange,
                 connect_timeout=_min_limit(self.timeouts.connect, limit),
-                read_timeout=limit,
+                read_timeout=_min_limit(self.timeouts.headers, limit),
             )
-            body = b"".join(iter_bytes(http, self.max_response_bytes))
+            body = http.read(self.max_response_bytes)
         except Exception as exc:
             _, message = classify_exception(
                 exc, exchange=exchange, after_headers=http is not None, timeouts=self.timeouts
@@ -992,7 +1014,7 @@ def _check_count(name: str, value: Any, what: str, *, none_ok: bool = True) -> N
         raise InvalidArgumentError(f"{name} must be a positive number of {what}, got {value!r}")
 
 
-def _is_event_stream(http: requests.Response) -> bool:
+def _is_event_stream(http: TransportResponse) -> bool:
     content_type = http.headers.get("Content-Type", "").lower()
     if http.status_code >= 400:
         return False

@@ -24,7 +24,7 @@ from ..response import Response
 from ..retry import Cancelled, Exhausted, Inference, TimedOut
 from ..settings import Settings
 from ..tokens import TokenCounter
-from ..transport import Exchange, classify_exception, decode_body, iter_bytes, parse_json
+from ..transport import Exchange, classify_exception, decode_body, parse_json
 
 __all__ = [
     "Failure",
@@ -407,7 +407,15 @@ class Upstream:
         relay.max_event_bytes = backend.max_event_bytes
         exchange.arm_deadline(backend.timeouts.request)
         try:
-            http = backend._transport.open(method, backend._url(path), headers, data, exchange)
+            http = backend._transport.open(
+                method,
+                backend._url(path),
+                headers,
+                data,
+                exchange,
+                connect_timeout=backend.timeouts.connect,
+                read_timeout=backend.timeouts.headers,
+            )
         except Exception as exc:
             exchange.finish()
             if exchange.aborted == "cancel":
@@ -467,7 +475,7 @@ class Relay:
     def chunks(self) -> Iterator[bytes]:
         """The upstream body as it arrives; stops quietly when the exchange is aborted."""
         try:
-            yield from iter_bytes(self.http, self.max_response_bytes)
+            yield from self.http.iter_bytes(self.max_response_bytes)
         except Exception as exc:
             if self.exchange.aborted != "cancel":
                 error_class, message = classify_exception(
