@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import socket
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -84,6 +85,26 @@ def best_of_interleaved(
                 fn()
             best[name] = min(best[name], (time.perf_counter() - start) / number)
     return best
+
+
+def median_of_interleaved(
+    fns: dict[str, Callable[[], Any]], repeat: int = 15, number: int = 1
+) -> dict[str, float]:
+    """Like `best_of_interleaved`, but the median round: seconds per call for each name.
+
+    The median says what a typical run costs where the best says what the code
+    can do; a framing that makes the reader wake per frame is judged on it.
+    """
+    for fn in fns.values():
+        fn()
+    rounds: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            rounds[name].append((time.perf_counter() - start) / number)
+    return {name: statistics.median(values) for name, values in rounds.items()}
 
 
 def calls_for(fn: Callable[[], Any], budget: float = 0.05) -> int:
