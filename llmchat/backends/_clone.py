@@ -44,7 +44,10 @@ def recording(init: Callable[..., None]) -> Callable[..., None]:
     """Wrap a subclass's `__init__` so that the outermost call records its arguments."""
     if getattr(init, _MARK, False):
         return init
-    signature = inspect.signature(init)
+    try:
+        signature = inspect.signature(init)
+    except (TypeError, ValueError):  # not a plain function: leave it as it is
+        return init
 
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
