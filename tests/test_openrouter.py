@@ -205,7 +205,7 @@ def test_provider_is_copied_at_construction() -> None:
     prefs = {"order": ["OpenAI"]}
     b = OpenRouter(provider=prefs)
     prefs["order"].append("Azure")
-    assert b._get_api_settings(None)["provider"] == {"order": ["OpenAI"]}
+    assert b.prepare_chat_request(HI).body["provider"] == {"order": ["OpenAI"]}
 
 
 # -- headers ---------------------------------------------------------------------
@@ -263,12 +263,13 @@ def test_body_extras_and_reasoning_effort_mapping() -> None:
 
 def test_extra_body_wins_over_constructor_extras() -> None:
     b = OpenRouter(provider={"sort": "price"}, models=["a/b"])
-    body = b._get_api_settings(
-        Settings(
+    body = b.prepare_chat_request(
+        HI,
+        settings=Settings(
             reasoning_effort="medium",
             extra_body={"provider": {"sort": "latency"}, "reasoning": {"max_tokens": 99}},
-        )
-    )
+        ),
+    ).body
     assert body["provider"] == {"sort": "latency"} and body["models"] == ["a/b"]
     assert body["reasoning"] == {"effort": "medium", "max_tokens": 99}
 
@@ -279,11 +280,11 @@ def test_no_reasoning_member_without_effort() -> None:
     assert body["model"] == "m"
 
 
-def test_settings_hook_leaves_its_input_unchanged() -> None:
+def test_request_hooks_leave_their_input_unchanged() -> None:
     settings = Settings(reasoning_effort="low", extra_body={"reasoning": {"exclude": True}})
     snapshot = copy.deepcopy(settings.extra_body)
     b = OpenRouter(provider={"sort": "price"})
-    body = b._get_api_settings(settings)
+    body = b.prepare_chat_request(HI, settings=settings).body
     body["provider"]["sort"] = "changed"
     body["reasoning"]["exclude"] = False
     assert settings.extra_body == snapshot and settings.reasoning_effort == "low"

@@ -10,16 +10,12 @@ size comes from `/api/extra/true_max_context_length`, and a cancel also posts
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..response import Response
 from ..settings import Settings
 from .openai_common import OpenAICommon, _is_positive_int
-
-log = logging.getLogger("llmchat")
 
 __all__ = ["KoboldCpp"]
 
@@ -44,7 +40,7 @@ class KoboldCpp(OpenAICommon):
     }
     probe_source: ClassVar[str] = "koboldcpp"
     tokenize_route: ClassVar[tuple[str, str]] = ("/api/extra/tokencount", "prompt")
-    abort_path: ClassVar[str] = "/api/extra/abort"
+    abort_path: ClassVar[str | None] = "/api/extra/abort"  # KoboldCpp keeps generating
     limits_path: ClassVar[str] = "/api/extra/true_max_context_length"
 
     def __init__(
@@ -88,14 +84,6 @@ class KoboldCpp(OpenAICommon):
         response.finish_reason_evidence = evidence
         return "stop"
 
-    def make_response(self, request: Mapping[str, Any]) -> Response:
-        """A `Response` whose cancel also posts the abort; llmchat calls this."""
-        return self._with_abort(super().make_response(request))
-
-    def make_stream_response(self, request: Mapping[str, Any]) -> Response:
-        """A streamed `Response` whose cancel also posts the abort; llmchat calls this."""
-        return self._with_abort(super().make_stream_response(request))
-
     def probe_server_limits(self) -> dict[str, Any]:
         """Ask `GET /api/extra/true_max_context_length` (`{"value": N}`); never raises."""
         payload, note = self._probe_json(self.limits_path)
@@ -105,29 +93,6 @@ class KoboldCpp(OpenAICommon):
         if not _is_positive_int(value):
             return {"source": self.probe_source, "note": f"GET {self.limits_path} has no value"}
         return {"source": self.probe_source, "context_length": value}
-
-    def _with_abort(self, response: Response) -> Response:
-        response._add_cancel_hook(
-            lambda: threading.Thread(
-                target=self._post_abort, name="llmchat-koboldcpp-abort", daemon=True
-            ).start()
-        )
-        return response
-
-    def _post_abort(self) -> None:
-        """Best effort: tell the server to stop generating; errors are logged, never raised."""
-        try:
-            _, note = self._request_json(
-                "POST",
-                self._url(self.abort_path, at_root=True),
-                b"{}",
-                label="POST /api/extra/abort",
-            )
-        except Exception as exc:  # a headers hook; its text could quote the key
-            log.debug("KoboldCpp abort failed: %s", self._redactor().exception(exc))
-            return
-        if note is not None:
-            log.debug("KoboldCpp abort: %s", note)
 
 
 def _stop_evidence(response: Response, request: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -48,6 +48,7 @@ from ..transport import (
 )
 from ..urls import join_url, server_root
 from ..wirelog import WireLog
+from . import _clone
 
 log = logging.getLogger("llmchat")
 
@@ -108,20 +109,32 @@ class OpenAICommon:
     4. `_get_api_headers() -> dict` — returns the HTTP headers for every
        request (``Authorization`` only when an API key is set).
     5. `make_response(request)` / `make_stream_response(request)` — factories
-       for the `Response` of a blocking / streamed call; get the finished body.
-    6. `_lift_usage(response, payload)` — copies usage and model from a body
-       or stream event onto `response`; must not change `payload`.
+       for the `Response` of a blocking / streamed call; get the finished body
+       and must not change it. Both default to
+       ``self.response_class(request, secrets=self._secrets())``: to get a
+       Response subclass with provider fields, set `response_class` instead.
+    6. `_lift_usage(response, payload)` — copies usage and model from every
+       decoded body or stream event onto `response`; must not change `payload`.
     7. `_reconcile_finish_reason(response, reason, request) -> str` — gets the
        provider's finish reason (once per completion) and the sent body;
        returns the reason the Response acts on. If it raises, the provider's
        reason is kept.
-    8. `_on_blocking_complete(response)` / `_on_stream_complete(response)` —
-       run on success, before the Response is done (post-call metadata such
-       as a cost lookup). An exception here fails the Response (``unknown``).
+    8. `_on_complete(response)` — runs once per successful completion, in
+       both modes, before the Response is done (post-call metadata such as a
+       cost lookup); never on a failure or a cancel. It may set fields on
+       `response`, and must not change `response.request`. An exception here
+       fails the Response (``unknown``). The per-mode
+       `_on_blocking_complete(response)` / `_on_stream_complete(response)`
+       call it by default; override those only to tell the modes apart.
 
-    Static provider differences are class attributes: `send_include_usage`,
-    `setting_field_names` (see `Settings.to_body`), `chat_path`, `text_path`,
-    `probe_source`.
+    Static provider differences are class attributes: `response_class`,
+    `send_include_usage`, `setting_field_names` (see `Settings.to_body`),
+    `chat_path`, `text_path`, `probe_source`, `tokenize_route`, `abort_path`.
+
+    `clone()` needs no override: a subclass's own constructor arguments are
+    recorded when it is built (the outermost call, defaults applied) and the
+    base's are read back from the backend; override `_init_kwargs()` only for
+    an argument whose value changes after construction.
     """
 
     send_include_usage: ClassVar[bool] = True
@@ -135,6 +148,18 @@ class OpenAICommon:
     tokenize_route: ClassVar[tuple[str, str]] = ("/tokenize", "content")
     """The server's tokenizer: path at the server root and the JSON text field
     (`llmchat.tokens.TokenCounter` uses it when given a backend)."""
+    response_class: ClassVar[type[Response]] = Response
+    """The `Response` class the default `make_response`/`make_stream_response` build."""
+    abort_path: ClassVar[str | None] = None
+    """A route at the server root POSTed (best effort, in the background) after a
+    cancel, for servers that keep generating after a hang-up; None: no abort."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap a subclass's own `__init__` so that `clone()` can rebuild it."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = _clone.recording(init)  # type: ignore[method-assign]
 
     def __init__(
         self,
@@ -240,6 +265,20 @@ class OpenAICommon:
         )
 
     def _init_kwargs(self) -> dict[str, Any]:
+        """Return the constructor arguments that rebuild this backend, as a new dict.
+
+        The subclass's own arguments as recorded when it was built, then the
+        base's read back from the backend (so a changed `model` or `settings`
+        is kept); only names the constructor accepts. `clone()` starts from
+        this. llmchat calls this; user code does not; override it in a
+        subclass only for an argument whose value changes after construction
+        (call `super()`, then adjust the copy).
+        """
+        kwargs = {**_clone.recorded_args(self), **self._base_init_kwargs()}
+        accepted = _clone.accepted_names(type(self))
+        return kwargs if accepted is None else {k: v for k, v in kwargs.items() if k in accepted}
+
+    def _base_init_kwargs(self) -> dict[str, Any]:
         timeouts = self.timeouts
         return {
             "api_url": self.api_url,
@@ -267,8 +306,10 @@ class OpenAICommon:
     def clone(self, **changes: Any) -> OpenAICommon:
         """Return a new backend like this one, with `changes` applied.
 
-        Every constructor argument may be changed; one not named is kept.
-        Passing `None` sets that argument to None (for a timeout: no limit).
+        Every constructor argument may be changed, a subclass's own ones
+        too; one not named (or given as `KEEP`) is kept. Passing `None` sets
+        that argument to None (for a timeout: no limit); an unknown name
+        raises `TypeError`.
         """
         kwargs = self._init_kwargs()
         unknown = sorted(set(changes) - set(kwargs))
@@ -455,17 +496,44 @@ class OpenAICommon:
     def make_response(self, request: Mapping[str, Any]) -> Response:
         """Return a new `Response` for a blocking call with the finished body `request`.
 
-        llmchat calls this; user code does not; override it in a subclass to
-        return a Response subclass with provider fields.
+        Default: ``self.response_class(request, secrets=self._secrets())``,
+        whose cancel also posts `abort_path` when it is set. Must not change
+        `request`. llmchat calls this; user code does not; to get a Response
+        subclass, set the class attribute `response_class` rather than
+        overriding this (or call `super()` and adjust what it returns).
         """
-        return Response(request, secrets=self._secrets())
+        return self._with_abort(self.response_class(request, secrets=self._secrets()))
 
     def make_stream_response(self, request: Mapping[str, Any]) -> Response:
         """Return a new `Response` for a streamed call with the finished body `request`.
 
-        llmchat calls this; user code does not; override it in a subclass.
+        The same default and rules as `make_response`. llmchat calls this;
+        user code does not; override it in a subclass.
         """
-        return Response(request, secrets=self._secrets())
+        return self._with_abort(self.response_class(request, secrets=self._secrets()))
+
+    def _with_abort(self, response: Response) -> Response:
+        """`response`, whose cancel also posts `abort_path` in the background (when set)."""
+        if self.abort_path is not None:
+            response._add_cancel_hook(
+                lambda: threading.Thread(
+                    target=self._post_abort, name="llmchat-abort", daemon=True
+                ).start()
+            )
+        return response
+
+    def _post_abort(self) -> None:
+        """Best effort: tell the server to stop generating; errors are logged, never raised."""
+        path = self.abort_path or ""
+        try:
+            _, note = self._request_json(
+                "POST", self._url(path, at_root=True), b"{}", label=f"POST {path}"
+            )
+        except Exception as exc:  # a headers hook; its text could quote the key
+            log.debug("%s abort failed: %s", type(self).__name__, self._redactor().exception(exc))
+            return
+        if note is not None:
+            log.debug("%s abort: %s", type(self).__name__, note)
 
     def _secrets(self) -> tuple[str, ...]:
         """The credentials to keep out of every error, log line and relayed body.
@@ -500,17 +568,33 @@ class OpenAICommon:
         """
         return reason
 
+    def _on_complete(self, response: Response) -> None:
+        """Run once after a successful completion (blocking or streamed), before it is done.
+
+        Never runs on a failure or a cancel. May set fields on `response`
+        (post-call metadata); must not change `response.request`. An
+        exception fails the Response (``unknown``). Default: nothing.
+        llmchat calls this; user code does not; override it in a subclass
+        (call `super()` first).
+        """
+
     def _on_blocking_complete(self, response: Response) -> None:
         """Run after a successful blocking completion, before it is done.
 
-        llmchat calls this; user code does not; override it in a subclass.
+        Default: `_on_complete(response)`; override that one unless the modes
+        must differ. llmchat calls this; user code does not; override it in
+        a subclass (call `super()` to keep `_on_complete`).
         """
+        self._on_complete(response)
 
     def _on_stream_complete(self, response: Response) -> None:
         """Run after a successful stream ends, before it is done.
 
-        llmchat calls this; user code does not; override it in a subclass.
+        Default: `_on_complete(response)`; override that one unless the modes
+        must differ. llmchat calls this; user code does not; override it in
+        a subclass (call `super()` to keep `_on_complete`).
         """
+        self._on_complete(response)
 
     def _run_blocking(self, request: WireRequest, response: Response, *, kind: str) -> None:
         exchange = Exchange()

@@ -64,8 +64,8 @@ class OpenRouter(OpenAICommon):
     skips the ``GET /generation`` call after a completion.
     """
 
+    response_class: ClassVar[type[Response]] = OpenRouterResponse
     send_include_usage: ClassVar[bool] = False  # stream_options has hung the header phase
-    setting_field_names: ClassVar[Mapping[str, str | None]] = {"reasoning_effort": None}
     probe_source: ClassVar[str] = "openrouter"
 
     def __init__(
@@ -96,18 +96,6 @@ class OpenRouter(OpenAICommon):
             api_key = check_secret("the OPENROUTER_API_KEY environment variable", from_env)
         super().__init__(api_url, api_key, model, settings, **common)
 
-    def _init_kwargs(self) -> dict[str, Any]:
-        return {
-            **super()._init_kwargs(),
-            "http_referer": self.http_referer,
-            "x_title": self.x_title,
-            "provider": self.provider,
-            "models": self.models,
-            "transforms": self.transforms,
-            "cache_breakpoints": self.cache_breakpoints,
-            "generation_lookup": self.generation_lookup,
-        }
-
     def _get_api_headers(self) -> dict[str, str]:
         headers = super()._get_api_headers()
         if self.http_referer:
@@ -116,43 +104,32 @@ class OpenRouter(OpenAICommon):
             headers["X-Title"] = self.x_title
         return headers
 
-    def _get_api_settings(self, settings: Settings | None) -> dict[str, Any]:
-        body = super()._get_api_settings(settings)  # extra_body is in it already, and wins
-        effort = self.settings.merged(settings).reasoning_effort
-        if effort is not None:
-            given = body.get("reasoning")  # from extra_body: its keys win
-            if given is None or isinstance(given, Mapping):
-                body["reasoning"] = {"effort": effort, **(given or {})}
-        for name in ("provider", "models", "transforms"):
-            value = getattr(self, name)
-            if value is not None and name not in body:
-                body[name] = copy.deepcopy(value)
-        return body
-
     def _finalize_request_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        body = super()._finalize_request_body(body)
+        """Add routing and ``reasoning``, then mark chat messages with ``cache_control``.
+
+        Members already in `body` (from ``extra_body``) win. llmchat calls
+        this; user code does not; override it in a subclass.
+        """
+        body = with_openrouter_members(super()._finalize_request_body(body), self._routing())
         if not self.cache_breakpoints or not isinstance(body.get("messages"), list):
             return body  # a text body (``prompt``) is sent as it is
         return {**body, "messages": with_cache_breakpoints(body["messages"])}
-
-    def make_response(self, request: Mapping[str, Any]) -> OpenRouterResponse:
-        return OpenRouterResponse(request, secrets=self._secrets())
-
-    def make_stream_response(self, request: Mapping[str, Any]) -> OpenRouterResponse:
-        return OpenRouterResponse(request, secrets=self._secrets())
 
     def _lift_usage(self, response: Response, payload: Mapping[str, Any]) -> None:
         super()._lift_usage(response, payload)
         for name, value in openrouter_fields(payload).items():
             setattr(response, name, value)
 
-    def _on_blocking_complete(self, response: Response) -> None:
-        super()._on_blocking_complete(response)
+    def _on_complete(self, response: Response) -> None:
+        super()._on_complete(response)
         self._lookup_generation(response)
 
-    def _on_stream_complete(self, response: Response) -> None:
-        super()._on_stream_complete(response)
-        self._lookup_generation(response)
+    def _routing(self) -> dict[str, Any]:
+        return {
+            name: value
+            for name in ("provider", "models", "transforms")
+            if (value := getattr(self, name)) is not None
+        }
 
     def _lookup_generation(self, response: Response) -> None:
         """Best effort: fill what the body left unset from ``GET /generation``; never raises."""
@@ -171,6 +148,23 @@ class OpenRouter(OpenAICommon):
 
 
 # -- pure helpers (no I/O; each returns new values) ----------------------------
+
+
+def with_openrouter_members(body: Mapping[str, Any], routing: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` with ``reasoning_effort`` as ``reasoning: {"effort": ...}`` and `routing` added.
+
+    A ``reasoning`` object already in `body` keeps its keys (one that is not
+    an object is left alone); a routing member already in `body` wins.
+    Returns a new dict; `body` and `routing` are not changed.
+    """
+    new = {k: v for k, v in body.items() if k != "reasoning_effort"}
+    effort = body.get("reasoning_effort")
+    given = new.get("reasoning")
+    if effort is not None and (given is None or isinstance(given, Mapping)):
+        new["reasoning"] = {"effort": effort, **(given or {})}
+    for name, value in routing.items():
+        new.setdefault(name, copy.deepcopy(value))
+    return new
 
 
 def openrouter_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
