@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,9 @@ def test_example_runs(path: object) -> None:
         for k, v in os.environ.items()
         if not k.startswith("LLMCHAT_") and k != "OPENROUTER_API_KEY"
     }
+    # The checkout under test, not whichever llmchat the interpreter has installed.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     result = subprocess.run(
         [sys.executable, str(path)], capture_output=True, check=False, env=env, timeout=60
     )
