@@ -80,9 +80,15 @@ def test_length_is_a_failure_with_text_kept() -> None:
             {"error_class": "http", "error_status": 503, "err": "overloaded"},
             ("http", 503, "overloaded"),
         ),
-        ({"error_class": "timeout", "err": "too slow"}, ("timeout", None, "too slow")),
-        ({"error_class": "connection"}, ("connection", None, "Mock connection error")),
-        ({"error_status": 429}, ("unknown", 429, "HTTP 429")),
+        # Played on the wire, so the real classifier names them; err is not on the wire.
+        (
+            {"error_class": "timeout", "err": "too slow"},
+            ("timeout", None, "No response headers within 60s"),
+        ),
+        ({"error_class": "connection"}, ("connection", None, "Connection refused")),
+        ({"error_status": 429}, ("http", 429, "HTTP 429")),
+        ({"error_class": "response", "err": "bad"}, ("response", None, "bad")),
+        ({"error_class": "unknown", "err": "boom"}, ("unknown", None, "RuntimeError: boom")),
     ],
 )
 def test_error_replies(reply: dict, expected: tuple) -> None:
@@ -101,7 +107,8 @@ def test_queue_order_and_running_out() -> None:
     assert backend.remaining_replies == 0
     r = backend.chat_completion(HI)
     assert not r.is_success
-    assert r.error_class == "unknown"
+    # The mock server answers 500, as ScriptedServer does past its script.
+    assert (r.error_class, r.error_status) == ("http", 500)
     assert r.err == "MockBackend has no scripted reply for call 3"
     s = finished(backend.chat_completion_stream(HI))
     assert s.err == "MockBackend has no scripted reply for call 4"
@@ -314,7 +321,7 @@ def test_cancel_mid_stream_stops_the_thread() -> None:
     assert text.startswith(latest) and len(latest) < len(text)
     # The worker thread stops promptly (the cancel interrupts its wait) ...
     for t in threading.enumerate():
-        if t.name == "llmchat-mock-stream":
+        if t.name == "llmchat-stream":  # the real stream reader
             t.join(WAIT)
             assert not t.is_alive()
     # ... and nothing more arrived after the cancel.
