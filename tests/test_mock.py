@@ -80,9 +80,15 @@ def test_length_is_a_failure_with_text_kept() -> None:
             {"error_class": "http", "error_status": 503, "err": "overloaded"},
             ("http", 503, "overloaded"),
         ),
-        ({"error_class": "timeout", "err": "too slow"}, ("timeout", None, "too slow")),
-        ({"error_class": "connection"}, ("connection", None, "Mock connection error")),
-        ({"error_status": 429}, ("unknown", 429, "HTTP 429")),
+        # Played on the wire, so the real classifier names them; err is not on the wire.
+        (
+            {"error_class": "timeout", "err": "too slow"},
+            ("timeout", None, "No response headers within 60s"),
+        ),
+        ({"error_class": "connection"}, ("connection", None, "Connection refused")),
+        ({"error_status": 429}, ("http", 429, "HTTP 429")),
+        ({"error_class": "response", "err": "bad"}, ("response", None, "bad")),
+        ({"error_class": "unknown", "err": "boom"}, ("unknown", None, "RuntimeError: boom")),
     ],
 )
 def test_error_replies(reply: dict, expected: tuple) -> None:
@@ -101,7 +107,8 @@ def test_queue_order_and_running_out() -> None:
     assert backend.remaining_replies == 0
     r = backend.chat_completion(HI)
     assert not r.is_success
-    assert r.error_class == "unknown"
+    # The mock server answers 500, as ScriptedServer does past its script.
+    assert (r.error_class, r.error_status) == ("http", 500)
     assert r.err == "MockBackend has no scripted reply for call 3"
     s = finished(backend.chat_completion_stream(HI))
     assert s.err == "MockBackend has no scripted reply for call 4"
@@ -314,7 +321,7 @@ def test_cancel_mid_stream_stops_the_thread() -> None:
     assert text.startswith(latest) and len(latest) < len(text)
     # The worker thread stops promptly (the cancel interrupts its wait) ...
     for t in threading.enumerate():
-        if t.name == "llmchat-mock-stream":
+        if t.name == "llmchat-stream":  # the real stream reader
             t.join(WAIT)
             assert not t.is_alive()
     # ... and nothing more arrived after the cancel.
@@ -341,3 +348,70 @@ def test_context_manager_keeps_a_finished_stream() -> None:
     with backend.chat_completion_stream(HI) as r:
         r.wait(WAIT)
     assert r.is_success and not r.is_cancelled
+
+
+# -- on the wire -------------------------------------------------------------
+
+
+def test_replies_go_over_a_mock_transport() -> None:
+    from llmchat.transport import MockTransport
+
+    backend = MockBackend([{"text": "a"}, {"text": "b c"}])
+    assert isinstance(backend.transport, MockTransport)
+    backend.chat_completion(HI)
+    finished(backend.chat_completion_stream(HI))
+    blocking, streamed = backend.transport.requests
+    assert (
+        blocking.path == "/v1/chat/completions" and blocking.json == backend.recorded_calls[0].body
+    )
+    assert streamed.json["stream"] is True
+    with pytest.raises(ValueError, match="transport"):
+        MockBackend([], transport=MockTransport(lambda request: None))  # type: ignore[arg-type,return-value]
+
+
+def test_streams_started_together_get_their_replies_in_call_order() -> None:
+    backend = MockBackend([{"text": f"reply {i}"} for i in range(8)], initial_delay=0.01)
+    streams = [backend.chat_completion_stream(HI) for _ in range(8)]
+    assert [finished(s).msg for s in streams] == [f"reply {i}" for i in range(8)]
+
+
+def test_initial_delay_is_a_prefill_that_counts_against_headers_timeout() -> None:
+    backend = MockBackend(
+        [{"text": "late"}, {"text": "late"}], initial_delay=30.0, headers_timeout=0.05
+    )
+    r = backend.chat_completion(HI)
+    assert (r.error_class, r.err) == ("timeout", "No response headers within 0.05s")
+    s = finished(backend.chat_completion_stream(HI))
+    assert s.error_class == "timeout"
+
+
+def test_request_timeout_ends_a_slow_stream() -> None:
+    text = " ".join(f"t{i}" for i in range(100))
+    backend = MockBackend([{"text": text}], chunk_delay=0.02, request_timeout=0.1)
+    r = finished(backend.chat_completion_stream(HI))
+    assert r.error_class == "timeout" and "request_timeout" in (r.err or "")
+    assert text.startswith(r.latest) and r.latest != text
+
+
+def test_streamed_tool_calls_with_object_arguments_and_text_usage() -> None:
+    tc = ToolCall(name="mul", arguments={"x": 2}, id="c2")
+    backend = MockBackend([{"tool_calls": [CALL, tc]}, {"text": "p q", "usage": USAGE}])
+    r = finished(backend.chat_completion_stream(HI))
+    assert r.is_success and r.tool_calls == [ToolCall.from_openai(CALL), tc]
+    t = finished(backend.text_completion_stream(HI))
+    assert t.is_success and t.msg == "p q" and t.total_tokens == 12
+
+
+def test_clones_have_their_own_transport() -> None:
+    backend = MockBackend([{"text": "a"}, {"text": "b"}])
+    twin = backend.clone()
+    assert twin.transport is not backend.transport
+    assert twin.chat_completion(HI).msg == "a" and backend.chat_completion(HI).msg == "a"
+    assert len(twin.recorded_calls) == len(backend.recorded_calls) == 1
+
+
+def test_error_status_needs_the_http_class() -> None:
+    with pytest.raises(ValueError, match="error_status"):
+        MockBackend([{"error_class": "timeout", "error_status": 504}])
+    with pytest.raises(ValueError, match="error_status"):
+        MockBackend([{"error_status": 200}])

@@ -7,6 +7,7 @@ is `RequestsTransport` (`requests_transport.py`) over `CancellableAdapter`
 sessions (`adapter.py`), whose sockets are registered on their exchange the
 moment they exist, so a cancel or the whole-request deadline (`exchange.py`'s
 watchdog) can shut them down in any phase, prefill included.
+`MockTransport` (`mock.py`) answers from a function instead of a socket.
 `classify_exception` (`exceptions.py`) is the one place that translates
 `requests`, `urllib3` and `socket` exceptions into `(error_class, message)`.
 
@@ -21,6 +22,17 @@ from .base import READ_SIZE, BodyTooLarge, Transport, TransportResponse, bounded
 from .body import decode_body, parse_json
 from .exceptions import classify_exception
 from .exchange import Exchange
+from .mock import (
+    Cut,
+    MockAborted,
+    MockRequest,
+    MockResponse,
+    MockTransport,
+    Pause,
+    Raise,
+    Stall,
+    TimedOut,
+)
 from .requests_transport import RequestsTransport
 from .timeouts import Timeouts
 
@@ -30,8 +42,17 @@ __all__ = [
     "SENSITIVE_HEADERS",
     "BodyTooLarge",
     "CancellableAdapter",
+    "Cut",
     "Exchange",
+    "MockAborted",
+    "MockRequest",
+    "MockResponse",
+    "MockTransport",
+    "Pause",
+    "Raise",
     "RequestsTransport",
+    "Stall",
+    "TimedOut",
     "Timeouts",
     "Transport",
     "TransportResponse",

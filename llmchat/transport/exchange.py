@@ -16,6 +16,7 @@ import itertools
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = ["Exchange"]
@@ -28,6 +29,8 @@ class Exchange:
     first reason (``"cancel"``, ``"deadline"``, ``"grace"`` …) and shuts down
     every socket the exchange has used, which wakes a reader blocked in
     ``recv``. A socket that attaches after the abort is shut down at once.
+    A transport with no socket (`MockTransport`) wakes its waits through
+    `add_abort_callback`.
     """
 
     def __init__(self) -> None:
@@ -39,6 +42,19 @@ class Exchange:
         self.deadline_seconds: float | None = None
         """The whole-exchange limit the watchdog enforces, for the error message."""
         self._timers: list[int] = []
+        self._callbacks: list[Callable[[], object]] = []
+
+    def add_abort_callback(self, callback: Callable[[], object]) -> None:
+        """Call `callback()` once when the exchange is aborted (at once if it already is).
+
+        It runs in the aborting thread, outside the exchange's lock; what it
+        raises is ignored. `finish()` drops the callbacks not yet run.
+        """
+        with self._lock:
+            if self.aborted is None:
+                self._callbacks.append(callback)
+                return
+        _call_quietly(callback)
 
     def attach_socket(self, sock: socket.socket) -> None:
         with self._lock:
@@ -61,6 +77,9 @@ class Exchange:
             self.aborted = reason
             sockets, self._sockets = self._sockets, []
             response = self._response
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            _call_quietly(callback)
         for sock in sockets:
             _shutdown(sock)
         if response is not None and not sockets:
@@ -86,6 +105,7 @@ class Exchange:
         with self._lock:
             self._sockets = []
             self._response = None
+            self._callbacks = []
 
 
 def _shutdown(sock: socket.socket) -> None:
@@ -93,6 +113,11 @@ def _shutdown(sock: socket.socket) -> None:
     # thread at once, and leaves closing the fd to its owner.
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
+
+
+def _call_quietly(callback: Callable[[], object]) -> None:
+    with contextlib.suppress(Exception):
+        callback()
 
 
 def _close_quietly(response: Any) -> None:
