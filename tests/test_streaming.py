@@ -276,9 +276,18 @@ def test_ollama_style_index_zero_for_every_call(server: ScriptedServer) -> None:
 
 
 def test_unfinished_tool_call_at_the_end_fails(server: ScriptedServer) -> None:
+    # The body closes with neither [DONE] nor a finish reason inside a call. (Ending on
+    # [DONE] instead hands the call out: spec case 1, test_done_hands_out_a_pending_call.)
     events = [delta(tool_calls=[call_fragment(0, id="c1", name="f", arguments='{"a":')])]
-    response = stream(server, Reply.sse(events))
+    response = stream(server, Reply.sse(events, done=False))
     assert response.error_class == "response" and "unfinished tool call" in (response.err or "")
+
+
+def test_done_hands_out_a_pending_call(server: ScriptedServer) -> None:
+    events = [delta(tool_calls=[call_fragment(0, id="c1", name="f", arguments='{"a":1}')])]
+    response = stream(server, Reply.sse(events))
+    assert response.is_success and response.finish_reason is None
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [("f", {"a": 1})]
 
 
 # -- text, reasoning, errors ------------------------------------------------------------
@@ -476,7 +485,8 @@ def test_cancel_between_finish_chunk_and_end(server: ScriptedServer) -> None:
 def test_cancel_after_done_is_a_no_op(server: ScriptedServer) -> None:
     response = stream(server)
     response.cancel()
-    assert response.is_success and not response.is_cancelled and response.cancel_requested
+    # A late cancel changes nothing, not even cancel_requested (it used to set it).
+    assert response.is_success and not response.is_cancelled and not response.cancel_requested
 
 
 def test_context_manager_cancels_a_live_stream(server: ScriptedServer) -> None:
