@@ -1,4 +1,4 @@
-"""pipeline.judge: every ending × state into one verdict (pure, table tests)."""
+"""pipeline.judge: every ending and state into one verdict (pure, table tests)."""
 
 from __future__ import annotations
 
