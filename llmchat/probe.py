@@ -10,30 +10,100 @@ server that accepts and never answers, or trickles.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 from .redact import Redactor
 from .transport import Exchange, Timeouts, Transport, classify_exception, decode_body, parse_json
+from .urls import join_url, server_root
 
-__all__ = ["ProbeHost", "probe_server_limits", "side_request"]
+__all__ = ["SideRequests", "probe_server_limits", "side_request"]
 
 
-class ProbeHost(Protocol):
-    """What a side request needs of its backend."""
+class SideRequests:
+    """`OpenAICommon`'s side requests: `probe_server_limits` and the bounded JSON calls.
 
+    A mixin: it uses the backend's `api_url`, `timeouts`, `max_response_bytes`,
+    `probe_source`, transport, headers and redactor.
+    """
+
+    api_url: str
     timeouts: Timeouts
     max_response_bytes: int | None
+    probe_source: ClassVar[str]
     _transport: Transport
 
-    @property
-    def probe_source(self) -> str: ...
+    def _get_api_headers(self) -> dict[str, str]:
+        raise NotImplementedError
 
-    def _get_api_headers(self) -> dict[str, str]: ...
-    def _redactor(self) -> Redactor: ...
-    def _probe_json(self, path: str) -> tuple[Any, str | None]: ...
+    def _redactor(self) -> Redactor:
+        raise NotImplementedError
+
+    def probe_server_limits(self) -> dict[str, Any]:
+        """Ask the server for its context size and slot count; never raises.
+
+        llama.cpp answers ``GET /props`` (``default_generation_settings.n_ctx``
+        per slot, ``total_slots``). Returns ``{"source", "context_length",
+        "slots"}``, or ``{"source", "note"}`` saying why nothing was learnt.
+        Takes at most `server_probe_timeout` seconds in total.
+        """
+        return probe_server_limits(self)
+
+    def _server_root(self) -> str:
+        """The api_url without its trailing ``/v1``: where a server's own routes live."""
+        return server_root(self.api_url)
+
+    def _url(self, route: str, *, at_root: bool = False) -> str:
+        """The URL of `route` under `api_url` (or the server root), before any query.
+
+        A shared internal for a subclass's own side requests.
+        """
+        return join_url(self._server_root() if at_root else self.api_url, route)
+
+    def _probe_json(self, path: str) -> tuple[Any, str | None]:
+        """One bounded GET of JSON at the server root: `(payload, None)` or `(None, note)`.
+
+        Never raises, and never takes longer than the probe timeout in total,
+        even against a server that accepts and never answers, or trickles.
+        A shared internal for a subclass's own probe.
+        """
+        return self._request_json("GET", self._url(path, at_root=True), label=f"GET {path}")
+
+    def _request_json(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None = None,
+        *,
+        label: str,
+        limit: float | None = None,
+    ) -> tuple[Any, str | None]:
+        """One bounded side request answering JSON: `(payload, None)` or `(None, note)`.
+
+        Sent with the backend's headers; bounded in total by `limit` (default:
+        the probe timeout); never raises. For a subclass's own calls beside the
+        completion (a cost lookup, an abort).
+        """
+        _, payload, note = self._side_request(method, url, data, label=label, limit=limit)
+        return payload, note
+
+    def _side_request(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None = None,
+        *,
+        label: str,
+        limit: float | None = None,
+    ) -> tuple[int | None, Any, str | None]:
+        """`_request_json` with the HTTP status too: `(status, payload, note)`.
+
+        `status` is None when no HTTP answer came (refused, timed out, cut off),
+        which tells an unreachable server from one without the route.
+        """
+        return side_request(self, method, url, data, label=label, limit=limit)
 
 
-def probe_server_limits(host: ProbeHost) -> dict[str, Any]:
+def probe_server_limits(host: SideRequests) -> dict[str, Any]:
     """``{"source", "context_length", "slots"}`` from ``GET /props``, or ``{"source", "note"}``."""
     payload, note = host._probe_json("/props")
     if note is not None:
@@ -53,7 +123,7 @@ def probe_server_limits(host: ProbeHost) -> dict[str, Any]:
 
 
 def side_request(
-    host: ProbeHost,
+    host: SideRequests,
     method: str,
     url: str,
     data: bytes | None = None,

@@ -22,7 +22,7 @@ from ..urls import join_url
 if TYPE_CHECKING:
     from .openai_common import OpenAICommon
 
-__all__ = ["USER_AGENT", "WireRequest", "chat_request", "check_count", "text_request"]
+__all__ = ["USER_AGENT", "WireRequest", "chat_request", "text_request", "wire_request"]
 
 USER_AGENT: Final = f"llmchat/{__version__}"
 """Servers and gateways log clients by it; requests' own would name requests."""
@@ -117,19 +117,6 @@ def wire_request(
         body=body,
         data=data,
     )
-
-
-def check_count(name: str, value: Any, what: str, *, none_ok: bool = True) -> None:
-    """A positive int of `what` (None allowed when `none_ok`), else an error naming `name`."""
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        alternative = " or None" if none_ok else ""
-        raise InvalidTypeError(
-            f"{name} must be a number of {what} (int){alternative}, got {value!r}"
-        )
-    if value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive number of {what}, got {value!r}")
 
 
 def _message_list(messages: Iterable[MessageLike]) -> list[Message]:

@@ -10,38 +10,26 @@ runners over `llmchat.pipeline`) and `llmchat.probe` (side requests).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Final
-
-import requests
+from typing import Any, ClassVar
 
 from .. import probe, wire_json
 from ..dialects.openai_chat import usage_fields
-from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidTypeError
 from ..messages import Message, MessageLike, normalize_messages
 from ..probe import _is_positive_int as _is_positive_int  # koboldcpp imports it from here
-from ..redact import Redactor, check_secret
+from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
 from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts, Transport
-from ..urls import join_url, server_root
 from . import _runners
-from ._request import USER_AGENT, WireRequest, chat_request, check_count, text_request
+from ._options import KEEP, check_arguments
+from ._request import USER_AGENT, WireRequest, chat_request, text_request
 from ._request import wire_request as _build_wire_request
 
 __all__ = ["KEEP", "USER_AGENT", "OpenAICommon", "WireRequest"]
 
 
-class _Keep:
-    """Sentinel for `clone()`: keep the backend's value (distinct from None)."""
-
-    def __repr__(self) -> str:
-        return "KEEP"
-
-
-KEEP: Final = _Keep()
-
-
-class OpenAICommon:
+class OpenAICommon(probe.SideRequests):
     """A chat backend for any OpenAI-compatible server.
 
         backend = OpenAICommon("http://127.0.0.1:8080/v1", model="qwen")
@@ -116,41 +104,21 @@ class OpenAICommon:
         pool_size: int = DEFAULT_POOL_SIZE,
         transport: Transport | None = None,
     ) -> None:
-        if not isinstance(api_url, str) or not api_url.strip():
-            raise InvalidArgumentError(f"api_url must be a non-empty URL string, got {api_url!r}")
-        if not api_url.startswith(("http://", "https://")):
-            raise InvalidArgumentError(f"api_url must start with http:// or https://: {api_url!r}")
-        check_secret("api_key", api_key)
-        if model is not None and not isinstance(model, str):
-            raise InvalidTypeError(f"model must be a str or None, got {type(model).__name__}")
-        if session is not None and not isinstance(session, requests.Session):
-            raise InvalidTypeError(
-                f"session must be a requests.Session or None, got {type(session).__name__}"
-            )
-        check_count("pool_size", pool_size, "connections", none_ok=False)
-        check_count("max_response_bytes", max_response_bytes, "bytes")
-        check_count("max_event_bytes", max_event_bytes, "bytes")
-        if not isinstance(keep_raw, bool):
-            raise InvalidTypeError(f"keep_raw must be a bool, got {type(keep_raw).__name__}")
-        if transport is not None and not isinstance(transport, Transport):
-            raise InvalidTypeError(
-                f"transport must be a llmchat.transport.Transport or None, "
-                f"got {type(transport).__name__}"
-            )
-        if transport is not None and session is not None:
-            raise InvalidArgumentError("pass session or transport, not both")
-        if settings is not None and not isinstance(settings, Settings):
-            raise InvalidTypeError(
-                f"settings must be a llmchat.Settings or None, got {type(settings).__name__}"
-            )
-        # Checked now, with the messages left empty, so a bad option fails at
-        # construction rather than on the first request.
-        normalize_messages(
-            [],
-            mode=message_normalization,  # type: ignore[arg-type]
+        check_arguments(
+            api_url=api_url,
+            api_key=api_key,
+            model=model,
+            settings=settings,
+            message_normalization=message_normalization,
             folded_system_marker=folded_system_marker,
             tool_result_acknowledgement=tool_result_acknowledgement,
-            system_message_mode=system_message_mode,  # type: ignore[arg-type]
+            system_message_mode=system_message_mode,
+            max_response_bytes=max_response_bytes,
+            max_event_bytes=max_event_bytes,
+            keep_raw=keep_raw,
+            session=session,
+            pool_size=pool_size,
+            transport=transport,
         )
         self.api_url = api_url.rstrip("/")
         self._api_key = api_key or None
@@ -347,7 +315,7 @@ class OpenAICommon:
         """
         request = self.prepare_chat_request(messages, tools, tool_choice, settings)
         response = self.make_response(request.body)
-        self._run_blocking(request, response, kind="chat")
+        _runners.run_blocking(self, request, response, kind="chat")
         return response
 
     def text_completion(
@@ -363,7 +331,7 @@ class OpenAICommon:
         """
         request = self.prepare_text_request(messages, continuation, settings)
         response = self.make_response(request.body)
-        self._run_blocking(request, response, kind="text")
+        _runners.run_blocking(self, request, response, kind="text")
         return response
 
     def cancel(self, response: Response) -> None:
@@ -432,12 +400,6 @@ class OpenAICommon:
 
     # -- the runners (`_runners`) ------------------------------------------
 
-    def _run_blocking(self, request: WireRequest, response: Response, *, kind: str) -> None:
-        _runners.run_blocking(self, request, response, kind=kind)
-
-    def _start_stream(self, request: WireRequest, response: Response, *, kind: str) -> None:
-        _runners.start_stream(self, request, response, kind=kind)
-
     def _stream_worker(
         self, request: WireRequest, response: Response, exchange: Exchange, kind: str
     ) -> None:
@@ -481,7 +443,7 @@ class OpenAICommon:
         """
         request = self.prepare_chat_request(messages, tools, tool_choice, settings, stream=True)
         response = self.make_stream_response(request.body)
-        self._start_stream(request, response, kind="chat")
+        _runners.start_stream(self, request, response, kind="chat")
         return response
 
     def text_completion_stream(
@@ -496,74 +458,8 @@ class OpenAICommon:
         """
         request = self.prepare_text_request(messages, continuation, settings, stream=True)
         response = self.make_stream_response(request.body)
-        self._start_stream(request, response, kind="text")
+        _runners.start_stream(self, request, response, kind="text")
         return response
-
-    # -- server limits and side requests (`llmchat.probe`) -------------------
-
-    def probe_server_limits(self) -> dict[str, Any]:
-        """Ask the server for its context size and slot count; never raises.
-
-        llama.cpp answers ``GET /props`` (``default_generation_settings.n_ctx``
-        per slot, ``total_slots``). Returns ``{"source", "context_length",
-        "slots"}``, or ``{"source", "note"}`` saying why nothing was learnt.
-        Takes at most `server_probe_timeout` seconds in total.
-        """
-        return probe.probe_server_limits(self)
-
-    def _server_root(self) -> str:
-        """The api_url without its trailing ``/v1``: where a server's own routes live."""
-        return server_root(self.api_url)
-
-    def _url(self, route: str, *, at_root: bool = False) -> str:
-        """The URL of `route` under `api_url` (or the server root), before any query.
-
-        A shared internal for a subclass's own side requests.
-        """
-        return join_url(self._server_root() if at_root else self.api_url, route)
-
-    def _probe_json(self, path: str) -> tuple[Any, str | None]:
-        """One bounded GET of JSON at the server root: `(payload, None)` or `(None, note)`.
-
-        Never raises, and never takes longer than the probe timeout in total,
-        even against a server that accepts and never answers, or trickles.
-        A shared internal for a subclass's own probe.
-        """
-        return self._request_json("GET", self._url(path, at_root=True), label=f"GET {path}")
-
-    def _request_json(
-        self,
-        method: str,
-        url: str,
-        data: bytes | None = None,
-        *,
-        label: str,
-        limit: float | None = None,
-    ) -> tuple[Any, str | None]:
-        """One bounded side request answering JSON: `(payload, None)` or `(None, note)`.
-
-        Sent with the backend's headers; bounded in total by `limit` (default:
-        the probe timeout); never raises. For a subclass's own calls beside the
-        completion (a cost lookup, an abort).
-        """
-        _, payload, note = self._side_request(method, url, data, label=label, limit=limit)
-        return payload, note
-
-    def _side_request(
-        self,
-        method: str,
-        url: str,
-        data: bytes | None = None,
-        *,
-        label: str,
-        limit: float | None = None,
-    ) -> tuple[int | None, Any, str | None]:
-        """`_request_json` with the HTTP status too: `(status, payload, note)`.
-
-        `status` is None when no HTTP answer came (refused, timed out, cut off),
-        which tells an unreachable server from one without the route.
-        """
-        return probe.side_request(self, method, url, data, label=label, limit=limit)
 
     def close(self) -> None:
         """Close the backend's pooled connections (only a session llmchat created)."""
