@@ -274,10 +274,10 @@ class Response:
         self._add_to(self._refusal, text)
 
     def _add_to(self, parts: list[str], text: str) -> None:
-        if text:
-            with self._cond:
-                if not self.is_done:  # nothing grows after settle
-                    parts.append(text)
+        # No lock taken: a caller may hold `_cond` already (MockBackend does).
+        # The runners write through `_publish`, which checks `is_done` under the lock.
+        if text and not self.is_done:  # nothing grows after settle
+            parts.append(text)
 
     def _publish(self, chunks: list[Chunk]) -> None:
         """The runner's one writer: `chunks` and what they add (text, reasoning,
