@@ -7,10 +7,12 @@ pieces at any offset gives the same chunks and state as fed whole.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,10 +55,20 @@ def outcome(pieces: list[bytes]) -> tuple[Any, ...]:
 WHOLE = outcome([GOLDEN])
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(min_value=0, max_value=len(GOLDEN)))
-def test_any_byte_split_gives_the_same_result(k: int) -> None:
-    assert outcome([GOLDEN[:k], GOLDEN[k:]]) == WHOLE
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.sse.txt")), ids=lambda p: p.name)
+def test_every_byte_offset_gives_the_same_result(path: Path) -> None:
+    data = path.read_bytes()
+    whole = outcome([data])
+    for k in range(len(data) + 1):
+        assert outcome([data[:k], data[k:]]) == whole, k
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(GOLDEN)), max_size=8))
+def test_any_set_of_cuts_gives_the_same_result(cuts: list[int]) -> None:
+    bounds = [0, *sorted(cuts), len(GOLDEN)]
+    pieces = [GOLDEN[a:b] for a, b in itertools.pairwise(bounds)]
+    assert outcome(pieces) == WHOLE
 
 
 def test_the_golden_transcript_lands_its_calls_once_on_the_final_chunk() -> None:
