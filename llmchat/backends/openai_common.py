@@ -371,6 +371,11 @@ class OpenAICommon(probe.SideRequests):
         Absent counts stay None; 0 stays 0. Must not change `payload`.
         llmchat calls this; user code does not; override it in a subclass.
         """
+        if "usage" not in payload:  # most stream frames: only the model to take
+            model = payload.get("model")
+            if type(model) is str and model:
+                response.model = model
+            return
         for name, value in usage_fields(payload).items():
             setattr(response, name, value)
 
