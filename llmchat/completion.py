@@ -1,21 +1,32 @@
-"""Reading OpenAI-compatible completion bodies: pure functions, no I/O.
+"""Reading OpenAI-compatible completion bodies: error bodies, and `parse_completion`.
 
-What a finished (non-streamed) body says — text, reasoning, tool calls,
-finish reason, usage, in-band errors — and the finish-reason rules every
-completion path applies (spec: STREAM TERMINATION CONTRACT, which the
-blocking paths follow too).
+The deciding lives in `llmchat.pipeline` (one judge for every path) and the
+reading of payloads in `llmchat.dialects.openai_chat`; the names other code
+imported from here are re-exported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
-from .messages import content_text
+from .dialects.openai_chat import (
+    Delta,
+    decode_chat,
+    decode_text,
+    inband_error,
+    no_finish,
+    usage_fields,
+)
+from .pipeline.judge import ERR_FILTER, ERR_LENGTH, ERR_PROVIDER, SUCCESS_REASONS, judge_finish
 from .tools import ToolCall
 
 __all__ = [
+    "ERR_FILTER",
+    "ERR_LENGTH",
+    "ERR_PROVIDER",
+    "SUCCESS_REASONS",
     "Completion",
     "ErrorBody",
     "error_message",
@@ -26,11 +37,6 @@ __all__ = [
     "parse_completion",
     "usage_fields",
 ]
-
-SUCCESS_REASONS: Final = frozenset({"stop", "tool_calls", "function_call"})
-ERR_LENGTH: Final = "Hit max tokens"
-ERR_FILTER: Final = "Blocked by content filter"
-ERR_PROVIDER: Final = "The provider ended the completion with finish_reason 'error'"
 
 
 @dataclass(slots=True)
@@ -49,118 +55,25 @@ class Completion:
     """An in-band provider error (top-level or a choice's `error`); None when none."""
 
 
-def no_finish(reason: Any) -> bool:
-    """True when `reason` means "no finish yet": None, ``""`` or the string ``"null"``."""
-    return reason is None or reason == "" or reason == "null"
-
-
-def judge_finish(reason: str | None) -> tuple[str | None, str | None]:
-    """Return `(error_class, err)` for a decided finish reason; `(None, None)` is success.
-
-    ``length`` is a failure (a truncated answer is never labelled complete),
-    as are ``content_filter`` and any reason llmchat does not know.
-    """
-    if reason is None or reason in SUCCESS_REASONS:
-        return None, None
-    if reason == "length":
-        return "response", ERR_LENGTH
-    if reason == "content_filter":
-        return "response", ERR_FILTER
-    if reason == "error":  # an upstream failure with no error object to quote
-        return "response", ERR_PROVIDER
-    return "response", f"Unknown finish reason: {reason}"
-
-
 def parse_completion(payload: Mapping[str, Any], *, kind: str = "chat") -> Completion:
     """Read a ``chat.completion`` (`kind="chat"`) or ``text_completion`` body.
 
-    Never raises on odd shapes: what is missing stays at its default.
+    The dialect decoder's reading, gathered; never raises on odd shapes.
     """
-    out = Completion(model=_str_or_none(payload.get("model")), id=_str_or_none(payload.get("id")))
-    out.error = inband_error(payload.get("error"))
-    citations = payload.get("citations")
-    if isinstance(citations, list):
-        out.citations = citations
-    choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        return out
-    choice = choices[0]
-    out.error = out.error or inband_error(choice.get("error"))
-    reason = choice.get("finish_reason")
-    out.finish_reason = None if no_finish(reason) else str(reason)
-    if kind == "text":
-        out.text = content_text(choice.get("text"))
-        return out
-    message = choice.get("message")
-    if not isinstance(message, Mapping):
-        return out
-    out.text = content_text(message.get("content"))
-    reasoning = message.get("reasoning_content")
-    if not isinstance(reasoning, str) or not reasoning:
-        reasoning = message.get("reasoning")
-    out.reasoning = reasoning if isinstance(reasoning, str) and reasoning else None
-    refusal = message.get("refusal")
-    out.refusal = refusal if isinstance(refusal, str) and refusal else None
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        out.tool_calls = [ToolCall.from_openai(c) for c in calls if isinstance(c, Mapping)]
-    return out
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def inband_error(error: Any) -> str | None:
-    """The message of a provider's in-band `error` value; None when there is none."""
-    if not error:  # None, False, "" and {} all mean "no error"
-        return None
-    if isinstance(error, Mapping):
-        message = error.get("message")
-        return str(message) if message else str(dict(error))
-    return str(error)
-
-
-_USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-
-def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The Response usage fields a body or stream event reports; absent keys left out.
-
-    Reads ``usage.{prompt,completion,total}_tokens``,
-    ``usage.prompt_tokens_details.cached_tokens``,
-    ``usage.completion_tokens_details.reasoning_tokens``, the raw ``usage``
-    block, and ``model``. A count of 0 is kept: 0 is a real value.
-    """
-    fields: dict[str, Any] = {}
-    model = payload.get("model")
-    if isinstance(model, str) and model:
-        fields["model"] = model
-    usage = payload.get("usage")
-    if not isinstance(usage, Mapping):
-        return fields
-    fields["usage"] = dict(usage)
-    for key in _USAGE_KEYS:
-        if _is_count(usage.get(key)):
-            fields[key] = usage[key]
-    cached = _detail(usage, "prompt_tokens_details", "cached_tokens")
-    if cached is not None:
-        fields["cached_tokens"] = cached
-    reasoning = _detail(usage, "completion_tokens_details", "reasoning_tokens")
-    if reasoning is not None:
-        fields["reasoning_tokens"] = reasoning
-    return fields
-
-
-def _detail(usage: Mapping[str, Any], block: str, key: str) -> int | None:
-    details = usage.get(block)
-    if isinstance(details, Mapping) and _is_count(details.get(key)):
-        return int(details[key])
-    return None
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    decoded = decode_text(payload) if kind == "text" else decode_chat(payload)
+    delta = Delta(text=decoded, choice=True) if isinstance(decoded, str) else decoded
+    model, pid = payload.get("model"), payload.get("id")
+    return Completion(
+        text=delta.text,
+        reasoning=delta.thinking or None,
+        refusal=delta.refusal or None,
+        tool_calls=list(delta.calls or ()),
+        finish_reason=delta.finish_reason,
+        model=model if isinstance(model, str) and model else None,
+        id=pid if isinstance(pid, str) and pid else None,
+        citations=delta.citations,
+        error=delta.error,
+    )
 
 
 @dataclass(frozen=True, slots=True)

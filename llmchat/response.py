@@ -104,7 +104,7 @@ class Response:
         self.is_cancelled: bool = False
         """True when the caller cancelled it (a cancel is not a failure)."""
         self.cancel_requested: bool = False
-        """True once `cancel()` was called, even if the Response had already settled."""
+        """True once `cancel()` was called while the Response was live (a late one: no-op)."""
         self.err: str | None = None
         """What went wrong, for people; None on success. ``"Cancelled by user"`` on cancel."""
         self.error_class: str | None = None
@@ -176,6 +176,22 @@ class Response:
             index += len(batch)
             yield from batch
 
+    @property
+    def elapsed_seconds(self) -> float:
+        """Seconds since the request was made (until it settled, once it has)."""
+        total = self.timing.total_seconds
+        return time.monotonic() - self._started if total is None else total
+
+    def wait_for_content(self, timeout: float | None = None) -> bool:
+        """Block until the first content, reasoning or tool-call chunk, or until settled.
+
+        Returns False when `timeout` seconds passed first.
+        """
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self.is_done or self.timing.ttft_seconds is not None, timeout
+            )
+
     def iter_text(self) -> Iterator[str]:
         """Yield only the non-empty content strings, as they arrive."""
         for chunk in self:
@@ -191,9 +207,9 @@ class Response:
         Response settled changes nothing.
         """
         with self._cond:
-            self.cancel_requested = True
-            if self.is_done:
+            if self.is_done:  # a late or duplicate cancel changes nothing
                 return
+            self.cancel_requested = True
             self._settle_locked(cancelled=True, err="Cancelled by user")
             aborter, self._aborter = self._aborter, None
             hooks, self._cancel_hooks = self._cancel_hooks, []
@@ -249,16 +265,54 @@ class Response:
                 self._cancel_hooks.append(hook)
 
     def _add_text(self, text: str) -> None:
-        if text:
-            self._text.append(text)
+        self._add_to(self._text, text)
 
     def _add_reasoning(self, text: str) -> None:
-        if text:
-            self._reasoning.append(text)
+        self._add_to(self._reasoning, text)
 
     def _add_refusal(self, text: str) -> None:
-        if text:
-            self._refusal.append(text)
+        self._add_to(self._refusal, text)
+
+    def _add_to(self, parts: list[str], text: str) -> None:
+        # No lock taken: a caller may hold `_cond` already (MockBackend does).
+        # The runners write through `_publish`, which checks `is_done` under the lock.
+        if text and not self.is_done:  # nothing grows after settle
+            parts.append(text)
+
+    def _publish(self, chunks: list[Chunk]) -> None:
+        """The runner's one writer: `chunks` and what they add (text, reasoning,
+        refusal, tool calls), under one lock and one wake-up; nothing after settle."""
+        if not chunks:
+            return
+        with self._cond:
+            if self.is_done:
+                return
+            ttft = self.timing.ttft_seconds is not None
+            for chunk in chunks:
+                if chunk.content:
+                    self._text.append(chunk.content)
+                    ttft = ttft or self._first_content()
+                if chunk.thinking:
+                    self._reasoning.append(chunk.thinking)
+                    ttft = ttft or self._first_content()
+                if chunk.refusal:
+                    self._refusal.append(chunk.refusal)
+                if chunk.tool_calls:
+                    self.tool_calls.extend(chunk.tool_calls)
+                    ttft = ttft or self._first_content()
+            self._chunks.extend(chunks)
+            self._cond.notify_all()
+
+    def _first_content(self) -> bool:
+        self.timing.ttft_seconds = time.monotonic() - self._started
+        return True
+
+    def _record(self, **fields: Any) -> None:
+        """Set public fields while the Response is live (the runner's other writer)."""
+        with self._cond:
+            if not self.is_done:
+                for name, value in fields.items():
+                    setattr(self, name, value)
 
     def _add_chunk(self, chunk: Chunk) -> None:
         self._add_chunks([chunk])

@@ -27,7 +27,6 @@ import logging
 import math
 import random
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -433,9 +432,7 @@ class Inference:
             error_class, status, message = "parser", None, outcome.parser_failed
         else:
             error_class, status, message = r.error_class, r.error_status, r.err
-        total = r.timing.total_seconds
-        if total is None:
-            total = time.monotonic() - r._started
+        total = r.elapsed_seconds
         success = error_class is None and not outcome.cancelled and (r.is_success or not r.is_done)
         record = Attempt(
             number=len(attempts) + 1,
@@ -475,8 +472,4 @@ class Inference:
 
 def _wait_first_content(response: Response, timeout: float | None) -> bool:
     """Wait until `response` has content (or settles); False if `timeout` passed first."""
-    cond = response._cond
-    with cond:
-        return cond.wait_for(
-            lambda: response.is_done or response.timing.ttft_seconds is not None, timeout
-        )
+    return response.wait_for_content(timeout)

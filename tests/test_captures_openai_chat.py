@@ -410,30 +410,7 @@ EXPECTED: dict[str, Expect] = {
     ),
 }
 
-BUGS: dict[str, Bug] = {
-    "llm_openrouter_novita_kimi_tool_stream_a.sse.txt": Bug(
-        frozenset({"is_success", "error_class", "err", "tool_calls"}),
-        "step 2 (one pipeline): a tool call whose stream ends on [DONE] with no finish_reason "
-        "is never handed out by the assembler; the Response fails 'Stream ended inside an "
-        "unfinished tool call' instead of succeeding with the call (spec case 1)",
-    ),
-    "pyai_mistral_thinking_stream.sse.txt": Bug(
-        frozenset({"reasoning_text"}),
-        "step 2 (one pipeline): content-part lists whose 'thinking' is a list of text parts "
-        "(Mistral magistral) lose the thinking: reasoning_text is None",
-    ),
-    "vercel_azure_model_router.sse-data.ndjson": Bug(
-        frozenset({"id"}),
-        "step 2 (one pipeline): a streamed Response takes the first frame's id even when it "
-        "is '' (Azure's prompt_filter_results frame) and never the real one; the blocking "
-        "path treats '' as no id",
-    ),
-    "vercel_perplexity_citations.sse-data.ndjson": Bug(
-        frozenset({"citations"}),
-        "step 2 (one pipeline): top-level citations reach a blocking Response but never a "
-        "streamed one: citations is None",
-    ),
-}
+BUGS: dict[str, Bug] = {}
 
 
 class KnownBug(AssertionError):

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from llmchat.chunk import Chunk
+from llmchat.pipeline.judge import Ending, judge, judge_reason
 from llmchat.sse import SSEEvent
 from llmchat.stream_parser import StreamParser
 from llmchat.tools import ToolCall
@@ -407,10 +408,16 @@ def test_a_garbage_frame_is_one_drop_and_the_stream_goes_on() -> None:
     assert parser.finished and parser.done and parser.error is None
 
 
-@pytest.mark.parametrize("data", ["42", '"text"', "[1, 2]", "null", "true", ""])
+@pytest.mark.parametrize("data", ["42", '"text"', "[1, 2]", "null", "true", " "])
 def test_json_that_is_not_an_object_is_a_drop(data: str) -> None:
     parser, chunks = run([SSEEvent(data=data), content("a")])
     assert parser.dropped == 1 and [c.content for c in chunks] == ["a"]
+
+
+def test_an_event_with_empty_data_is_not_dispatched() -> None:
+    # WHATWG SSE: an event whose data buffer is empty is not dispatched (not a drop).
+    parser, chunks = run([SSEEvent(data=""), content("a")])
+    assert parser.dropped == 0 and [c.content for c in chunks] == ["a"]
 
 
 def test_a_frame_cut_mid_json_at_end_of_body_is_a_drop() -> None:
@@ -485,10 +492,14 @@ def test_a_choice_error_sets_error() -> None:
     assert parser.error == "Provider died"
 
 
-def test_finish_reason_error_sets_error() -> None:
+def test_finish_reason_error_fails_with_the_providers_reason() -> None:
+    # The judge decides it now (after the hook), the same on every path.
     parser, chunks = run([content("a"), frame({}, "error")])
-    assert parser.error and "error" in parser.error
     assert parser.wire_finish_reason == "error" and chunks[-1].is_final
+    verdict = judge(Ending("done"), parser)
+    assert verdict.finished
+    _, verdict = judge_reason("error", False)
+    assert verdict.error_class == "response" and "error" in (verdict.err or "")
 
 
 def test_finish_reason_error_keeps_the_providers_message() -> None:
@@ -604,11 +615,14 @@ def test_two_parallel_calls_split_across_many_frames_land_whole_on_the_finish_ch
         ToolCall("get_weather", json.loads(args0), id="call_a", arguments_json=args0),
         ToolCall("search", json.loads(args1), id="call_b", arguments_json=args1),
     ]
+    # The final chunk carries the provider's reason verbatim (it used to say
+    # "tool_calls"); the Response's decided reason becomes "tool_calls" in the judge.
     assert (final.finish_reason, parser.finish_reason, parser.wire_finish_reason) == (
-        "tool_calls",
-        "tool_calls",
+        "stop",
+        "stop",
         "stop",
     )
+    assert judge_reason("stop", bool(parser.tool_calls))[0] == "tool_calls"
     assert parser.saw_tool_calls and not parser.assembler.pending and parser.done
 
 
@@ -639,8 +653,17 @@ def test_ollama_style_index_zero_for_every_parallel_call() -> None:
 
 
 def test_calls_without_a_finish_stay_pending_and_land_nowhere() -> None:
+    parser, chunks = run([tools_frame(tool_fragment(0, id="c", name="f", arguments="{}"))])
+    assert chunks == [] and parser.assembler.pending and parser.saw_tool_calls
+
+
+def test_done_hands_out_calls_sent_without_a_finish() -> None:
+    # Spec case 1: [DONE] with no finish reason is the provider's end; the calls land.
     parser, chunks = run([tools_frame(tool_fragment(0, id="c", name="f", arguments="{}")), DONE])
-    assert chunks == [] and parser.assembler.pending and parser.saw_tool_calls and parser.done
+    (final,) = chunks
+    assert final.is_final and final.finish_reason is None
+    assert final.tool_calls == [ToolCall("f", {}, id="c", arguments_json="{}")]
+    assert not parser.assembler.pending and parser.done
 
 
 def test_a_finish_without_calls_is_not_turned_into_tool_calls() -> None:

@@ -7,6 +7,7 @@ The loopback server plays literal frames; the server side is asserted too
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from llmchat.templates import ChatML
 from llmchat.testing import (
     ChatResponder,
     Drop,
+    Pause,
     Reply,
     ScriptedServer,
     Stall,
@@ -276,9 +278,18 @@ def test_ollama_style_index_zero_for_every_call(server: ScriptedServer) -> None:
 
 
 def test_unfinished_tool_call_at_the_end_fails(server: ScriptedServer) -> None:
+    # The body closes with neither [DONE] nor a finish reason inside a call. (Ending on
+    # [DONE] instead hands the call out: spec case 1, test_done_hands_out_a_pending_call.)
     events = [delta(tool_calls=[call_fragment(0, id="c1", name="f", arguments='{"a":')])]
-    response = stream(server, Reply.sse(events))
+    response = stream(server, Reply.sse(events, done=False))
     assert response.error_class == "response" and "unfinished tool call" in (response.err or "")
+
+
+def test_done_hands_out_a_pending_call(server: ScriptedServer) -> None:
+    events = [delta(tool_calls=[call_fragment(0, id="c1", name="f", arguments='{"a":1}')])]
+    response = stream(server, Reply.sse(events))
+    assert response.is_success and response.finish_reason is None
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [("f", {"a": 1})]
 
 
 # -- text, reasoning, errors ------------------------------------------------------------
@@ -476,7 +487,8 @@ def test_cancel_between_finish_chunk_and_end(server: ScriptedServer) -> None:
 def test_cancel_after_done_is_a_no_op(server: ScriptedServer) -> None:
     response = stream(server)
     response.cancel()
-    assert response.is_success and not response.is_cancelled and response.cancel_requested
+    # A late cancel changes nothing, not even cancel_requested (it used to set it).
+    assert response.is_success and not response.is_cancelled and not response.cancel_requested
 
 
 def test_context_manager_cancels_a_live_stream(server: ScriptedServer) -> None:
@@ -569,3 +581,70 @@ def test_only_choice_zero_is_read(server: ScriptedServer) -> None:
     ]
     response = stream(server, Reply.sse(events))
     assert response.is_success and response.msg == "mine"
+
+
+# -- aborts are never the provider's end (step 2) ------------------------------------
+
+
+class _Watching(OpenAICommon):
+    """Records whether the finish-reason hook and the completion hook ran."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[str] = []
+
+    def _reconcile_finish_reason(self, response: Response, reason: str, request: Any) -> str:
+        self.seen.append(f"reconcile {reason}")
+        return reason
+
+    def _on_stream_complete(self, response: Response) -> None:
+        self.seen.append("complete")
+
+
+def _finish_then_hold(framing: str) -> Reply:
+    frame = 'data: {"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}\n\n'
+    steps = [Write(frame), Pause(5.0)]
+    return Reply(headers={"Content-Type": "text/event-stream"}, framing=framing, steps=steps)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("framing", ["close", "chunked"])
+def test_cancel_after_the_finish_chunk_reconciles_nothing(
+    server: ScriptedServer, framing: str
+) -> None:
+    server.push(_finish_then_hold(framing))
+    backend = _Watching(server.url)
+    response = backend.chat_completion_stream(HI)
+    for chunk in response:
+        if chunk.is_final:
+            response.cancel()
+    assert response.wait(5).is_cancelled and response.finish_reason == "stop"
+    assert server.requests[0].disconnected.wait(5)
+    time.sleep(0.1)  # the reader thread has ended by now
+    assert backend.seen == []
+
+
+def test_a_deadline_after_the_finish_chunk_is_a_timeout(server: ScriptedServer) -> None:
+    server.push(_finish_then_hold("close"))
+    backend = _Watching(server.url, request_timeout=0.3, stream_finish_grace=None)
+    response = backend.chat_completion_stream(HI)
+    assert response.wait(5).is_done
+    assert response.error_class == "timeout" and backend.seen == []
+
+
+def test_stop_with_calls_is_tool_calls_after_the_hook_on_both_paths(
+    server: ScriptedServer,
+) -> None:
+    call = [call_fragment(0, id="c1", name="f", arguments="{}")]
+    server.push(Reply.sse([delta(tool_calls=call), delta(finish="stop")]))
+    backend = _Watching(server.url)
+    streamed = backend.chat_completion_stream(HI).wait(5)
+    final = [c for c in streamed if c.is_final]
+    message = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f"}}]}
+    body = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+    server.push(Reply.json(body))
+    blocking = backend.chat_completion(HI)
+    for response in (streamed, blocking):
+        assert response.is_success and response.finish_reason == "tool_calls"
+        assert response.provider_finish_reason == "stop"
+    assert final[0].finish_reason == "stop" and next(iter(blocking)).finish_reason == "stop"
+    assert backend.seen == ["reconcile stop", "complete", "reconcile stop"]

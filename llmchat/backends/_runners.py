@@ -1,0 +1,327 @@
+"""The two runners: one exchange each, through the one pipeline, settled exactly once.
+
+`run_blocking` reads one whole body; `start_stream` hands `stream_worker` to a
+reader thread that feeds SSE frames through the stages. Both decode with the
+same dialect decoder, accumulate with the same `Accumulator`, turn what
+stopped the reading into a typed `Ending`, and settle through `settle`: the
+judge's verdict, `_reconcile_finish_reason` once (with the provider's reason,
+only when the provider's own end was reached), the completion hook only on
+success. They live beside the backend, not in `llmchat.pipeline`, because
+they own the transport exchange and call the backend's hooks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ..chunk import Chunk
+from ..completion import ErrorBody, error_message, json_error_message
+from ..pipeline.accumulate import Accumulator
+from ..pipeline.judge import (
+    CANCELLED_ENDING,
+    DONE_ENDING,
+    EOF_ENDING,
+    Ending,
+)
+from ..response import Response
+from ..sse import EventTooLarge, SSEDecoder, SSEEvent
+from ..transport import (
+    Exchange,
+    TransportResponse,
+    parse_json,
+)
+from ..wirelog import WireLog
+from ._settle import (
+    OnComplete,
+    decide_finish,
+    ending_of_abort,
+    ending_of_failure,
+    settle,
+    settle_decided,
+)
+
+if TYPE_CHECKING:
+    from .openai_common import OpenAICommon, WireRequest
+
+log = logging.getLogger("llmchat")
+
+__all__ = [
+    "complete_body",
+    "decide_finish",
+    "run_blocking",
+    "settle",
+    "settle_decided",
+    "start_stream",
+    "stream_worker",
+]
+
+ERR_NOT_UTF8: Final = "Response body is not valid UTF-8"
+
+
+# -- blocking ---------------------------------------------------------------------
+
+
+def run_blocking(
+    backend: OpenAICommon, request: WireRequest, response: Response, *, kind: str
+) -> None:
+    """One blocking completion: send, read the whole body, settle."""
+    exchange = Exchange()
+    exchange.arm_deadline(backend.timeouts.request)
+    response._attach_aborter(lambda: exchange.abort("cancel"))
+    wirelog = WireLog(backend._secrets())
+    wirelog.request(request.method, request.url, request.headers, request.data)
+    http = None
+    try:
+        http = open_request(backend, request, exchange)
+        wirelog.response(http.status_code, http.headers)
+        _note_headers(response, http)
+        data = read_all(http, wirelog, backend.max_response_bytes)
+    except Exception as exc:
+        ending = ending_of_failure(
+            backend, exc, exchange, after_headers=http is not None, stream=False
+        )
+        settle(backend, response, ending, Accumulator(kind), backend._on_blocking_complete)
+        wirelog.end(f"failed: {response.err}")
+        return
+    finally:
+        exchange.finish()
+        if http is not None:
+            http.close()
+    complete_body(backend, response, http.status_code, data, kind, backend._on_blocking_complete)
+    wirelog.end("ok" if response.is_success else f"failed: {response.err}")
+
+
+def complete_body(
+    backend: OpenAICommon,
+    response: Response,
+    status: int,
+    data: bytes,
+    kind: str,
+    on_complete: OnComplete,
+) -> None:
+    """A whole body (blocking, or a stream answered without SSE): a one-payload stream."""
+    acc = Accumulator(kind, keep_raw=True)
+    settle(backend, response, _read_body(backend, response, status, data, acc), acc, on_complete)
+
+
+def _read_body(
+    backend: OpenAICommon, response: Response, status: int, data: bytes, acc: Accumulator
+) -> Ending:
+    if status >= 400:
+        return _http_failure(response, status, data)
+    try:
+        text = data.decode("utf-8-sig")  # a leading BOM is dropped
+    except UnicodeDecodeError:
+        return Ending("malformed", message=ERR_NOT_UTF8)
+    if not text.strip():
+        return Ending("malformed", message="Empty response body")
+    payload = parse_json(text)
+    if not isinstance(payload, Mapping):
+        return Ending("malformed", message=f"Response is not a JSON object: {_excerpt(text)}")
+    backend._lift_usage(response, payload)
+    chunks = acc.feed_payload(payload, whole=True)
+    _sync(response, acc)
+    response._publish(chunks)
+    return Ending("body", body=text)
+
+
+def _http_failure(response: Response, status: int, data: bytes) -> Ending:
+    # Only for the message: an error body is read whatever its bytes are.
+    text = data.decode("utf-8-sig", "replace")
+    payload = parse_json(text)
+    message = json_error_message(payload)
+    response._error_body = ErrorBody(
+        len(data), response._content_type, None if message is None else response._scrub(message)
+    )
+    return Ending("http", message=error_message(payload, text, status), status=status)
+
+
+# -- streamed ---------------------------------------------------------------------
+
+
+def start_stream(
+    backend: OpenAICommon, request: WireRequest, response: Response, *, kind: str
+) -> None:
+    """Start the reader thread for a streamed completion; returns at once."""
+    exchange = Exchange()
+    exchange.arm_deadline(backend.timeouts.request)
+    response._attach_aborter(lambda: exchange.abort("cancel"))
+    threading.Thread(
+        target=stream_worker,
+        args=(backend, request, response, exchange, kind),
+        name="llmchat-stream",
+        daemon=True,
+    ).start()
+
+
+def stream_worker(
+    backend: OpenAICommon,
+    request: WireRequest,
+    response: Response,
+    exchange: Exchange,
+    kind: str,
+) -> None:
+    """The reader thread: one exchange, then exactly one settle."""
+    wirelog = WireLog(backend._secrets())
+    wirelog.request(request.method, request.url, request.headers, request.data)
+    acc = Accumulator(kind, keep_raw=backend.keep_raw)
+    http = None
+    ending: Ending | None = None
+    try:
+        http = open_request(backend, request, exchange)
+        wirelog.response(http.status_code, http.headers)
+        _note_headers(response, http)
+        if _is_event_stream(http):
+            ending = pump(backend, http, response, acc, exchange, wirelog)
+        else:
+            # An error status, or a server that ignored "stream": a whole body.
+            data = read_all(http, wirelog, backend.max_response_bytes)
+            on_complete = backend._on_stream_complete
+            complete_body(backend, response, http.status_code, data, kind, on_complete)
+    except Exception as exc:
+        ending = ending_of_failure(
+            backend, exc, exchange, after_headers=http is not None, stream=True
+        )
+        if ending.kind in ("transport", "cut") and acc.finished and exchange.aborted is None:
+            ending = EOF_ENDING  # a connection lost after the finish chunk is a close
+    finally:
+        exchange.finish()
+        if http is not None:
+            http.close()
+    try:
+        if ending is not None:
+            settle(backend, response, ending, acc, backend._on_stream_complete)
+    finally:
+        if not response.is_done:  # a bug in a hook must not leave a Response live
+            response._settle(error_class="unknown", err="The stream reader failed")
+        wirelog.end("cancelled" if response.is_cancelled else response.err or "ok")
+
+
+def pump(
+    backend: OpenAICommon,
+    http: TransportResponse,
+    response: Response,
+    acc: Accumulator,
+    exchange: Exchange,
+    wirelog: WireLog,
+) -> Ending:
+    """Feed body bytes through the stages until ``[DONE]`` or the end of the body.
+
+    The chunks of one read are published together: one lock and one wake-up
+    per read rather than per frame. The finish chunk is recorded, not acted
+    on: reading goes on for the usage frame, for `stream_finish_grace`.
+    """
+    decoder = SSEDecoder(backend.max_event_bytes)
+    lift = backend._lift_usage
+    grace = backend.timeouts.finish_grace
+    for data in http.iter_bytes(backend.max_response_bytes):
+        wirelog.first_byte()
+        response.last_activity_at = time.monotonic()
+        finished = acc.finish_reason is not None
+        try:
+            events = decoder.feed(data)
+        except EventTooLarge as exc:  # publish what came before it, then fail
+            _publish(
+                response, acc, exchange, grace, _apply(exc.events, acc, response, lift), finished
+            )
+            raise
+        _publish(response, acc, exchange, grace, _apply(events, acc, response, lift), finished)
+        if acc.done:
+            return CANCELLED_ENDING if exchange.aborted == "cancel" else DONE_ENDING
+    finished = acc.finish_reason is not None
+    _publish(response, acc, exchange, grace, _apply(decoder.flush(), acc, response, lift), finished)
+    if acc.done and exchange.aborted != "cancel":
+        return DONE_ENDING
+    # A body that ends after an abort is never a clean end.
+    return ending_of_abort(backend, exchange) or EOF_ENDING
+
+
+def _apply(
+    events: list[SSEEvent],
+    acc: Accumulator,
+    response: Response,
+    lift: Callable[[Response, Mapping[str, Any]], None],
+) -> list[Chunk]:
+    """The chunks of `events`; every decoded payload goes through `_lift_usage`."""
+    chunks: list[Chunk] = []
+    for event in events:
+        chunks += acc.feed_event(event)
+        if acc.payload is not None:
+            lift(response, acc.payload)
+    return chunks
+
+
+def _publish(
+    response: Response,
+    acc: Accumulator,
+    exchange: Exchange,
+    grace: float | None,
+    chunks: list[Chunk],
+    finished_before: bool,
+) -> None:
+    """One read's effect on the Response: the finish stamp, the fields, the chunks."""
+    if not finished_before and acc.finish_reason is not None:
+        # Recorded, not acted on: read on for the usage frame, but not forever.
+        reason = acc.finish_reason
+        response._record(finish_reason=reason, provider_finish_reason=reason)
+        exchange.schedule_abort(grace, "grace")
+    _sync(response, acc)
+    response._publish(chunks)
+
+
+def _sync(response: Response, acc: Accumulator) -> None:
+    if response.id is None and acc.id is not None:
+        response.id = acc.id
+    if acc.citations is not None and response.citations is not acc.citations:
+        response.citations = acc.citations
+    if response.dropped_frames != acc.dropped:
+        response.dropped_frames = acc.dropped
+    if acc.finish_reason is not None and response.provider_finish_reason is None:
+        response._record(finish_reason=acc.finish_reason, provider_finish_reason=acc.finish_reason)
+
+
+# -- the exchange -------------------------------------------------------------------
+
+
+def open_request(
+    backend: OpenAICommon, request: WireRequest, exchange: Exchange
+) -> TransportResponse:
+    """Send `request` on `exchange` with the backend's connect and headers timeouts."""
+    return backend._transport.open(
+        request.method,
+        request.url,
+        request.headers,
+        request.data,
+        exchange,
+        connect_timeout=backend.timeouts.connect,
+        read_timeout=backend.timeouts.headers,
+    )
+
+
+def read_all(http: TransportResponse, wirelog: WireLog, limit: int | None) -> bytes:
+    parts = []
+    for data in http.iter_bytes(limit):
+        wirelog.first_byte()
+        parts.append(data)
+    return b"".join(parts)
+
+
+def _note_headers(response: Response, http: TransportResponse) -> None:
+    response.retry_after = http.headers.get("Retry-After")
+    response._content_type = http.headers.get("Content-Type")
+
+
+def _is_event_stream(http: TransportResponse) -> bool:
+    content_type = http.headers.get("Content-Type", "").lower()
+    if http.status_code >= 400:
+        return False
+    return "json" not in content_type or "event-stream" in content_type
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,155 @@
+"""The one settle point: a typed `Ending` and the accumulated state into terminal state.
+
+`settle` asks the judge, runs `_reconcile_finish_reason` once (with the
+provider's reason, only when the provider's own end was reached), applies the
+decided reason's rules, runs the completion hook only on success, and settles
+the Response exactly once. `ending_of_failure` and `ending_of_abort` turn an
+exception or an aborted exchange into the `Ending` (spec: STREAM TERMINATION
+CONTRACT, CANCELLATION): an abort is never read as the provider's own end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..pipeline.accumulate import Accumulator
+from ..pipeline.judge import (
+    CANCELLED_ENDING,
+    CUT_ENDING,
+    GRACE_ENDING,
+    Ending,
+    judge,
+    judge_finish,
+    judge_reason,
+)
+from ..response import Response
+from ..sse import EventTooLarge
+from ..transport import BodyTooLarge, Exchange, classify_exception
+
+if TYPE_CHECKING:
+    from .openai_common import OpenAICommon
+
+log = logging.getLogger("llmchat")
+
+__all__ = [
+    "decide_finish",
+    "ending_of_abort",
+    "ending_of_failure",
+    "run_hook",
+    "settle",
+    "settle_decided",
+]
+
+OnComplete = Callable[[Response], None]
+
+
+def ending_of_abort(backend: OpenAICommon, exchange: Exchange) -> Ending | None:
+    """The ending an abort makes, whatever the body's framing did; None if not aborted."""
+    reason = exchange.aborted
+    if reason is None:
+        return None
+    if reason == "cancel":
+        return CANCELLED_ENDING
+    if reason == "grace":
+        return GRACE_ENDING
+    error_class, message = classify_exception(
+        ConnectionError("exchange aborted"),
+        exchange=exchange,
+        after_headers=True,
+        timeouts=backend.timeouts,
+    )
+    return Ending("deadline" if reason == "deadline" else "transport", error_class, message)
+
+
+def ending_of_failure(
+    backend: OpenAICommon,
+    exc: Exception,
+    exchange: Exchange,
+    *,
+    after_headers: bool,
+    stream: bool,
+) -> Ending:
+    """The ending of a read or send that raised."""
+    if exchange.aborted == "cancel":
+        return CANCELLED_ENDING  # cancel() settled it already
+    if isinstance(exc, (BodyTooLarge, EventTooLarge)):
+        # Read no further, even after the finish chunk: what arrived stays on the Response.
+        return Ending("limit", message=str(exc))
+    if exchange.aborted is not None and (stream or exchange.aborted == "deadline"):
+        ending = ending_of_abort(backend, exchange)
+        if ending is not None:
+            return ending
+    error_class, message = classify_exception(
+        exc, exchange=exchange, after_headers=after_headers, timeouts=backend.timeouts
+    )
+    if stream and after_headers and error_class == "response" and message.startswith("Body cut"):
+        log.debug("stream cut off: %s", backend._redactor().text(message))
+        return CUT_ENDING
+    return Ending("transport", error_class, message)
+
+
+def settle(
+    backend: OpenAICommon,
+    response: Response,
+    ending: Ending,
+    acc: Accumulator,
+    on_complete: OnComplete,
+) -> None:
+    """The one place an ending becomes the Response's terminal state."""
+    if response.is_done:  # cancelled: nothing is reconciled, no hook runs
+        return
+    verdict = judge(ending, acc)
+    if verdict.cancelled:
+        return
+    if verdict.finished:
+        decided = decide_finish(backend, response, acc.finish_reason)
+        reason, verdict = judge_reason(decided, bool(acc.tool_calls))
+        response._record(finish_reason=reason, provider_finish_reason=acc.finish_reason)
+        if verdict.error_class is None:
+            run_hook(backend, response, on_complete)
+            return
+    response._settle(
+        error_class=verdict.error_class, err=verdict.err, error_status=verdict.error_status
+    )
+
+
+def settle_decided(backend: OpenAICommon, response: Response, on_complete: OnComplete) -> None:
+    """Settle on `response.finish_reason` as already decided (a backend without a wire)."""
+    error_class, err = judge_finish(response.finish_reason)
+    if error_class is not None:
+        response._settle(error_class=error_class, err=err)
+        return
+    run_hook(backend, response, on_complete)
+
+
+def run_hook(backend: OpenAICommon, response: Response, on_complete: OnComplete) -> None:
+    """Run the completion hook on a success, then settle; a hook that raises fails it."""
+    try:
+        on_complete(response)
+    except Exception as exc:
+        log.warning("completion hook raised: %s", backend._redactor().exception(exc))
+        response._settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
+        return
+    response._settle()
+
+
+def decide_finish(backend: OpenAICommon, response: Response, reason: str | None) -> str | None:
+    """Run `_reconcile_finish_reason` once; a hook that raises keeps `reason`."""
+    response.provider_finish_reason = reason
+    if reason is None:
+        return None
+    try:
+        decided = backend._reconcile_finish_reason(response, reason, response.request or {})
+    except Exception as exc:
+        log.warning(
+            "_reconcile_finish_reason raised; keeping %r: %s",
+            reason,
+            backend._redactor().exception(exc),
+        )
+        return reason
+    if not isinstance(decided, str):
+        log.warning("_reconcile_finish_reason returned %r; keeping %r", decided, reason)
+        return reason
+    return decided

@@ -1,0 +1,256 @@
+"""The OpenAI chat and text dialects: one wire payload into one neutral `Delta`.
+
+Pure, no I/O (ARCHITECTURE: dialects). A payload is a stream event's JSON or a
+whole blocking body: a blocking body is decoded as a one-payload stream, its
+``message`` read exactly like a ``delta`` that carries everything (its tool
+calls whole rather than as fragments). What the payload *means* for the
+completion is decided downstream (`llmchat.pipeline`).
+
+`decode_chat` returns a plain `str` for the most common frame (one content
+delta and nothing else), so the hot path allocates nothing but the Chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..messages import content_text
+from ..tools import ToolCall
+
+__all__ = [
+    "Delta",
+    "decode_chat",
+    "decode_text",
+    "inband_error",
+    "no_finish",
+    "usage_fields",
+]
+
+_PLAIN_DELTA: Final = frozenset({"role", "content"})
+_TEXT_PARTS: Final = (None, "text", "output_text")
+
+
+@dataclass(slots=True)
+class Delta:
+    """What one payload adds, in no dialect's spelling; every field empty when absent."""
+
+    text: str = ""
+    """Answer text."""
+    thinking: str = ""
+    """Reasoning text (``reasoning_content``, ``reasoning``, ``thinking`` content parts)."""
+    refusal: str = ""
+    """Refusal text."""
+    fragments: list[Any] | None = None
+    """A stream delta's ``tool_calls`` fragments, for `ToolCallAssembler`; None when none."""
+    calls: list[ToolCall] | None = None
+    """A blocking message's tool calls, whole; None when none."""
+    finish_reason: str | None = None
+    """The provider's finish reason, verbatim; None for none (``""``/``"null"`` too)."""
+    error: str | None = None
+    """An in-band provider error (top level, else the choice's); None when none."""
+    citations: list[Any] | None = None
+    """Top-level ``citations``; None when absent."""
+    choice: bool = False
+    """True when the payload had a choice 0 (a usage-only frame has none)."""
+    whole: bool = False
+    """True when the choice carried a whole ``message`` (a blocking body), not a ``delta``."""
+
+
+def no_finish(reason: Any) -> bool:
+    """True when `reason` means "no finish yet": None, ``""`` or the string ``"null"``."""
+    return reason is None or reason == "" or reason == "null"
+
+
+def inband_error(error: Any) -> str | None:
+    """The message of a provider's in-band `error` value; None when there is none."""
+    if not error:  # None, False, "" and {} all mean "no error"
+        return None
+    if isinstance(error, Mapping):
+        message = error.get("message")
+        return str(message) if message else str(dict(error))
+    return str(error)
+
+
+# Frames come from json.loads, so exact `dict`/`list`/`str` checks are enough
+# here, and much cheaper per frame than isinstance against Mapping.
+
+
+def decode_chat(payload: Mapping[str, Any]) -> str | Delta:
+    """Decode one chat payload (``chat.completion.chunk`` or ``chat.completion``).
+
+    Returns the content string for a frame that is one content delta and
+    nothing else (``""`` for an empty one), else a `Delta`. Never raises.
+    """
+    plain = _plain_content(payload)
+    if plain is not None:
+        return plain
+    out = _common(payload)
+    choice = _choice_of(payload)
+    if choice is None:
+        return out
+    _choice_common(choice, out)
+    message = choice.get("delta")
+    if type(message) is not dict:
+        message = choice.get("message")
+        if not isinstance(message, Mapping):
+            return out
+        out.whole = True
+    _message(message, out)
+    return out
+
+
+def decode_text(payload: Mapping[str, Any]) -> Delta:
+    """Decode one text-completion payload (``choices[0].text``, streamed or whole)."""
+    out = _common(payload)
+    choice = _choice_of(payload)
+    if choice is None:
+        return out
+    _choice_common(choice, out)
+    text = choice.get("text")
+    out.text = text if type(text) is str else content_text(text)
+    return out
+
+
+def _plain_content(payload: Mapping[str, Any]) -> str | None:
+    """The content of the most common frame, or None for anything else.
+
+    Most frames of a stream are one content delta with nothing else to look
+    at (no finish, usage, error, citations, reasoning or tool calls); they skip
+    the general path, which gives the same result for them.
+    """
+    if "usage" in payload or "error" in payload or "citations" in payload:
+        return None
+    choices = payload.get("choices")
+    if type(choices) is not list or not choices:
+        return None
+    choice = choices[0]
+    if (
+        type(choice) is not dict
+        or choice.get("finish_reason") is not None
+        or "error" in choice
+        or choice.get("index", 0) != 0
+    ):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or not delta.keys() <= _PLAIN_DELTA:
+        return None
+    content = delta.get("content")
+    if content is None:
+        return ""
+    return content if type(content) is str else None
+
+
+def _common(payload: Mapping[str, Any]) -> Delta:
+    out = Delta(error=inband_error(payload.get("error")))
+    citations = payload.get("citations")
+    if isinstance(citations, list):
+        out.citations = citations
+    return out
+
+
+def _choice_of(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Choice 0: llmchat asks for one; with n > 1 the others are not mixed in."""
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    for choice in choices:
+        if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+            return choice
+    return None
+
+
+def _choice_common(choice: Mapping[str, Any], out: Delta) -> None:
+    out.choice = True
+    if out.error is None:
+        out.error = inband_error(choice.get("error"))
+    reason = choice.get("finish_reason")
+    if not no_finish(reason):
+        out.finish_reason = str(reason)
+
+
+def _message(message: Mapping[str, Any], out: Delta) -> None:
+    """A ``delta`` or a ``message``: the same members, the calls whole in a message."""
+    content = message.get("content")
+    if type(content) is str:
+        out.text = content
+    elif content is not None:
+        out.text, out.thinking = _content_parts(content)
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if type(value) is str and value:
+            out.thinking += value
+            break
+    refusal = message.get("refusal")
+    if type(refusal) is str:
+        out.refusal = refusal
+    calls = message.get("tool_calls")
+    if type(calls) is list and calls:
+        if out.whole:
+            out.calls = [ToolCall.from_openai(c) for c in calls if isinstance(c, Mapping)]
+        else:
+            out.fragments = calls
+
+
+def _content_parts(content: Any) -> tuple[str, str]:
+    """A list content as `(text, thinking)`: ``thinking`` parts apart from text parts.
+
+    A thinking part's value is a string, or (Mistral) itself a list of text parts.
+    """
+    if not isinstance(content, list):
+        return content_text(content), ""
+    text: list[str] = []
+    thinking: list[str] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        kind = part.get("type")
+        if kind == "thinking":
+            value = part.get("thinking", part.get("text"))
+            thinking.append(value if isinstance(value, str) else content_text(value))
+        elif kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+            text.append(part["text"])
+    return "".join(text), "".join(thinking)
+
+
+_USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The Response usage fields a body or stream event reports; absent keys left out.
+
+    Reads ``usage.{prompt,completion,total}_tokens``,
+    ``usage.prompt_tokens_details.cached_tokens``,
+    ``usage.completion_tokens_details.reasoning_tokens``, the raw ``usage``
+    block, and ``model``. A count of 0 is kept: 0 is a real value.
+    """
+    fields: dict[str, Any] = {}
+    model = payload.get("model")
+    if type(model) is str and model:
+        fields["model"] = model
+    usage = payload.get("usage")
+    if not isinstance(usage, Mapping):
+        return fields
+    fields["usage"] = dict(usage)
+    for key in _USAGE_KEYS:
+        if _is_count(usage.get(key)):
+            fields[key] = usage[key]
+    cached = _detail(usage, "prompt_tokens_details", "cached_tokens")
+    if cached is not None:
+        fields["cached_tokens"] = cached
+    reasoning = _detail(usage, "completion_tokens_details", "reasoning_tokens")
+    if reasoning is not None:
+        fields["reasoning_tokens"] = reasoning
+    return fields
+
+
+def _detail(usage: Mapping[str, Any], block: str, key: str) -> int | None:
+    details = usage.get(block)
+    if isinstance(details, Mapping) and _is_count(details.get(key)):
+        return int(details[key])
+    return None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,214 @@
+"""The accumulator: a completion's deltas applied to its state, as `Chunk`s.
+
+A push stage with no I/O (STYLE rules 5 and 6), the same for a stream and a
+blocking body: `feed_event(event)` takes one SSE event, `feed_payload(payload,
+whole=True)` one whole body (a one-payload stream). Each returns the chunks
+to publish and leaves on the accumulator what the judge reads: the provider's
+finish reason, ``[DONE]``, the in-band error, dropped and undecodable frames,
+tool calls assembled and pending, citations, the first non-empty id.
+
+After the finish chunk only usage (and the model, lifted by the runner) is
+taken from later payloads: the finish chunk is the last one whose content,
+reasoning and tool calls count (spec: STREAM TERMINATION CONTRACT). Every tool
+call lands whole, exactly once, on the final chunk, whose `finish_reason` is
+the provider's verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final, cast
+
+from ..chunk import Chunk
+from ..dialects.openai_chat import Delta, decode_chat, decode_text, usage_fields
+from ..sse import SSEEvent
+from ..tools import ToolCall, ToolCallAssembler
+
+__all__ = ["DONE", "Accumulator"]
+
+DONE: Final = "[DONE]"
+_NO_USAGE: Final[dict[str, Any]] = {}
+
+
+class Accumulator:
+    """The state of one completion, advanced one payload at a time."""
+
+    def __init__(self, kind: str = "chat", *, keep_raw: bool = True) -> None:
+        self.kind = kind
+        self._decode: Callable[[Mapping[str, Any]], str | Delta] = (
+            decode_text if kind == "text" else decode_chat
+        )
+        self.keep_raw = keep_raw
+        """Whether each Chunk keeps its decoded payload as `raw` (memory: ~1 KB a frame)."""
+        self.assembler = ToolCallAssembler()
+        self.finish_reason: str | None = None
+        """The provider's finish reason exactly as it arrived; None until it does."""
+        self.done = False
+        """True once ``data: [DONE]`` arrived."""
+        self.error: str | None = None
+        """The first in-band provider error; None when there was none."""
+        self.dropped = 0
+        """Frames that could not be parsed (not UTF-8, not JSON, cut off)."""
+        self.undecodable = 0
+        """Of `dropped`, the frames that were not UTF-8: their text is lost."""
+        self.comments = 0
+        self.saw_tool_calls = False
+        """True once any tool-call fragment or whole call arrived."""
+        self.tool_calls: list[ToolCall] = []
+        """The calls handed out, whole, in order."""
+        self.citations: list[Any] | None = None
+        """The latest top-level ``citations`` (before the finish); None when none came."""
+        self.id: str | None = None
+        """The first non-empty completion id."""
+        self.saw_choice = False
+        """True once a payload had a choice 0 (a blocking body without one is unusable)."""
+        self.payload: dict[str, Any] | None = None
+        """The JSON object the last event carried; None for comments, [DONE], drops."""
+
+    @property
+    def finished(self) -> bool:
+        """True once the provider's finish reason arrived."""
+        return self.finish_reason is not None
+
+    @property
+    def pending(self) -> bool:
+        """True while a tool call has begun and not been handed out."""
+        return self.assembler.pending
+
+    def feed_event(self, event: SSEEvent) -> list[Chunk]:
+        """Return the chunks one SSE event produces (often none)."""
+        self.payload = None
+        data = event.data
+        if data is None or event.undecodable:
+            if event.comment is not None:
+                self.comments += 1
+            elif event.undecodable:
+                self.drop(undecodable=True)
+            return []
+        if not data:
+            return []  # WHATWG: an event whose data is empty is not dispatched
+        if len(data) < 16 and data.strip() == DONE:
+            return self.mark_done()
+        try:
+            payload = _parse_json(data)
+        except ValueError:
+            self.drop()  # a garbage frame, or one cut off mid-JSON at end of body
+            return []
+        if type(payload) is not dict:
+            self.drop()
+            return []
+        self.payload = payload
+        if self.done:
+            return []
+        return self.feed_payload(payload)
+
+    def drop(self, *, undecodable: bool = False) -> None:
+        """Count a frame that could not be read."""
+        self.dropped += 1
+        if undecodable:
+            self.undecodable += 1
+
+    def mark_done(self) -> list[Chunk]:
+        """``[DONE]``: the provider says it is finished.
+
+        A tool call still being assembled with no finish reason sent is handed
+        out here, on a final chunk with no finish reason (spec case 1).
+        """
+        self.done = True
+        if self.finish_reason is not None or not self.assembler.pending:
+            return []
+        landed = self.assembler.finish()
+        self.tool_calls.extend(landed)
+        return [Chunk("", None, True, None, None, landed, self.citations)]
+
+    def feed_payload(self, payload: Mapping[str, Any], *, whole: bool = False) -> list[Chunk]:
+        """Return the chunks one decoded payload produces; `whole` for a blocking body."""
+        if self.id is None:
+            pid = payload.get("id")
+            if type(pid) is str and pid:
+                self.id = pid
+        delta = self._decode(payload)
+        if type(delta) is str:
+            if not delta or self.finish_reason is not None:
+                return []
+            model = payload.get("model")
+            raw = cast("dict[str, Any]", payload) if self.keep_raw else None
+            return [Chunk(delta, raw, False, model if type(model) is str else None)]
+        return self._delta(payload, cast(Delta, delta), whole)
+
+    def _delta(self, payload: Mapping[str, Any], delta: Delta, whole: bool) -> list[Chunk]:
+        if delta.error is not None and self.error is None:
+            self.error = delta.error
+        usage = usage_fields(payload) if "usage" in payload else _NO_USAGE
+        if self.finish_reason is not None or not delta.choice:
+            if whole or "usage" not in usage:
+                return []
+            return [self._usage_chunk(payload, usage)]
+        self.saw_choice = True
+        if delta.citations is not None:
+            self.citations = delta.citations
+        landed = self._tool_calls(delta)
+        reason = delta.finish_reason
+        if reason is not None:
+            self.finish_reason = reason
+            landed += self.assembler.finish()
+        self.tool_calls.extend(landed)
+        final = whole or reason is not None
+        if not (delta.text or delta.thinking or delta.refusal or landed or final or usage):
+            return []
+        model = payload.get("model")
+        return [
+            Chunk(
+                delta.text,
+                _raw(payload) if self.keep_raw else None,
+                final,
+                model if type(model) is str else None,
+                reason,
+                landed or None,
+                self.citations if final else None,
+                delta.thinking or None,
+                delta.refusal or None,
+                usage.get("usage"),
+                usage.get("cached_tokens"),
+            )
+        ]
+
+    def _tool_calls(self, delta: Delta) -> list[ToolCall]:
+        """Feed a delta's fragments on; return a whole message's calls."""
+        if delta.fragments is not None:
+            self.saw_tool_calls = True
+            self.assembler.feed(delta.fragments)
+        if delta.calls:
+            self.saw_tool_calls = True
+            return list(delta.calls)
+        return []
+
+    def _usage_chunk(self, payload: Mapping[str, Any], usage: dict[str, Any]) -> Chunk:
+        model = payload.get("model")
+        return Chunk(
+            content="",
+            raw=_raw(payload) if self.keep_raw else None,
+            model=model if type(model) is str else None,
+            usage=usage.get("usage"),
+            cached_tokens=usage.get("cached_tokens"),
+        )
+
+
+def _raw(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload as a Chunk's `raw` (decoded JSON is a dict already: no copy)."""
+    return payload if isinstance(payload, dict) else dict(payload)
+
+
+def _parse_json(text: str) -> Any:
+    """`json.loads` without its two whitespace regex passes in the common case."""
+    try:
+        value, end = _raw_decode(text)
+    except ValueError:
+        return json.loads(text)  # leading whitespace, or really not JSON: loads decides
+    if end != len(text) and text[end:].strip():
+        raise ValueError(f"extra data after the JSON value at {end}")
+    return value
+
+
+_raw_decode = json.JSONDecoder().raw_decode
