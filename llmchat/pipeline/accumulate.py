@@ -112,15 +112,18 @@ class Accumulator:
     def mark_done(self) -> list[Chunk]:
         """``[DONE]``: the provider says it is finished.
 
-        A tool call still being assembled with no finish reason sent is handed
-        out here, on a final chunk with no finish reason (spec case 1).
+        With no finish reason sent, what a finish chunk would have carried is
+        handed out here on a final chunk with no finish reason (spec case 1):
+        a tool call still being assembled, and the citations.
         """
         self.done = True
-        if self.finish_reason is not None or not self.assembler.pending:
+        if self.finish_reason is not None:
             return []
-        landed = self.assembler.finish()
+        landed = self.assembler.finish() if self.assembler.pending else []
+        if not landed and self.citations is None:
+            return []
         self.tool_calls.extend(landed)
-        return [Chunk("", None, True, None, None, landed, self.citations)]
+        return [Chunk("", None, True, None, None, landed or None, self.citations)]
 
     def feed_payload(self, payload: Mapping[str, Any], *, whole: bool = False) -> list[Chunk]:
         """Return the chunks one decoded payload produces; `whole` for a blocking body."""
