@@ -48,10 +48,11 @@ Error classes (``Response.error_class``):
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 __all__ = [
     "ERROR_CLASSES",
+    "ErrorClass",
     "HTTPStatusError",
     "InvalidArgumentError",
     "InvalidMessageError",
@@ -65,7 +66,9 @@ __all__ = [
     "remote_error_for",
 ]
 
-ERROR_CLASSES: Final = ("http", "timeout", "connection", "response", "unknown")
+ErrorClass: TypeAlias = Literal["http", "timeout", "connection", "response", "unknown"]
+"""What kind of remote failure settled a Response (None on success and on a cancel)."""
+ERROR_CLASSES: Final[tuple[ErrorClass, ...]] = get_args(ErrorClass)
 
 
 class LLMChatError(Exception):

@@ -21,7 +21,7 @@ from typing import Any
 
 from .chunk import Chunk
 from .completion import ErrorBody
-from .errors import remote_error_for
+from .errors import ErrorClass, remote_error_for
 from .redact import Redactor
 from .tools import ToolCall
 
@@ -107,7 +107,7 @@ class Response:
         """True once `cancel()` was called while the Response was live (a late one: no-op)."""
         self.err: str | None = None
         """What went wrong, for people; None on success. ``"Cancelled by user"`` on cancel."""
-        self.error_class: str | None = None
+        self.error_class: ErrorClass | None = None
         """``http``, ``timeout``, ``connection``, ``response`` or ``unknown``; None on
         success and on cancel."""
         self.error_status: int | None = None
@@ -334,7 +334,7 @@ class Response:
     def _settle(
         self,
         *,
-        error_class: str | None = None,
+        error_class: ErrorClass | None = None,
         err: str | None = None,
         error_status: int | None = None,
     ) -> bool:
@@ -350,7 +350,7 @@ class Response:
     def _settle_locked(
         self,
         *,
-        error_class: str | None = None,
+        error_class: ErrorClass | None = None,
         err: str | None = None,
         error_status: int | None = None,
         cancelled: bool = False,

@@ -10,7 +10,7 @@ from typing import Any, Final
 import requests
 
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import normalize_messages
+from ..messages import NormalizationMode, SystemMessageMode, normalize_messages
 from ..redact import check_secret
 from ..settings import Settings
 from ..transport import Transport
@@ -34,10 +34,10 @@ def check_arguments(
     api_key: Any,
     model: Any,
     settings: Any,
-    message_normalization: str,
+    message_normalization: NormalizationMode,
     folded_system_marker: str,
     tool_result_acknowledgement: str,
-    system_message_mode: str,
+    system_message_mode: SystemMessageMode,
     max_response_bytes: Any,
     max_event_bytes: Any,
     keep_raw: Any,
@@ -77,10 +77,10 @@ def check_arguments(
     # construction rather than on the first request.
     normalize_messages(
         [],
-        mode=message_normalization,  # type: ignore[arg-type]
+        mode=message_normalization,
         folded_system_marker=folded_system_marker,
         tool_result_acknowledgement=tool_result_acknowledgement,
-        system_message_mode=system_message_mode,  # type: ignore[arg-type]
+        system_message_mode=system_message_mode,
     )
 
 

@@ -41,7 +41,6 @@ from ._settle import (
     ending_of_abort,
     ending_of_failure,
     settle,
-    settle_decided,
 )
 
 if TYPE_CHECKING:
@@ -54,7 +53,6 @@ __all__ = [
     "decide_finish",
     "run_blocking",
     "settle",
-    "settle_decided",
     "start_stream",
     "stream_worker",
 ]

@@ -21,7 +21,6 @@ from ..pipeline.judge import (
     GRACE_ENDING,
     Ending,
     judge,
-    judge_finish,
     judge_reason,
 )
 from ..response import Response
@@ -39,7 +38,6 @@ __all__ = [
     "ending_of_failure",
     "run_hook",
     "settle",
-    "settle_decided",
 ]
 
 OnComplete = Callable[[Response], None]
@@ -113,15 +111,6 @@ def settle(
     response._settle(
         error_class=verdict.error_class, err=verdict.err, error_status=verdict.error_status
     )
-
-
-def settle_decided(backend: OpenAICommon, response: Response, on_complete: OnComplete) -> None:
-    """Settle on `response.finish_reason` as already decided (a backend without a wire)."""
-    error_class, err = judge_finish(response.finish_reason)
-    if error_class is not None:
-        response._settle(error_class=error_class, err=err)
-        return
-    run_hook(backend, response, on_complete)
 
 
 def run_hook(backend: OpenAICommon, response: Response, on_complete: OnComplete) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import ERROR_CLASSES, InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike, coerce_messages
 from ..response import Response
 from ..settings import Settings
@@ -56,7 +56,7 @@ _REPLY_KEYS: Final = frozenset(
     | {"error_class", "error_status", "err"}
 )
 _ERROR_KEYS: Final = frozenset({"error_class", "error_status", "err"})
-_ERROR_CLASSES: Final = frozenset({"http", "timeout", "connection", "response", "unknown"})
+_ERROR_CLASSES: Final = frozenset(ERROR_CLASSES)
 _TOKEN: Final = re.compile(r"\s*\S+|\s+")
 _ARGUMENT_PIECE: Final = 8
 """Characters of tool-call arguments per streamed fragment."""

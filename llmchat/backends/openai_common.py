@@ -17,7 +17,13 @@ from typing import Any, ClassVar
 from .. import probe, wire_json
 from ..dialects.openai_chat import usage_fields
 from ..errors import InvalidTypeError
-from ..messages import Message, MessageLike, normalize_messages
+from ..messages import (
+    Message,
+    MessageLike,
+    NormalizationMode,
+    SystemMessageMode,
+    normalize_messages,
+)
 from ..probe import _is_positive_int as _is_positive_int  # koboldcpp imports it from here
 from ..redact import Redactor
 from ..response import Response
@@ -115,10 +121,10 @@ class OpenAICommon(probe.SideRequests):
         model: str | None = None,
         settings: Settings | None = None,
         *,
-        message_normalization: str = "none",
+        message_normalization: NormalizationMode = "none",
         folded_system_marker: str = "[System message]\n",
         tool_result_acknowledgement: str = "Understood.",
-        system_message_mode: str = "as-is",
+        system_message_mode: SystemMessageMode = "as-is",
         template: Any = None,
         connect_timeout: float | None = 30.0,
         headers_timeout: float | None = 60.0,
@@ -230,10 +236,10 @@ class OpenAICommon(probe.SideRequests):
         """
         return normalize_messages(
             messages,
-            mode=self.message_normalization,  # type: ignore[arg-type]
+            mode=self.message_normalization,
             folded_system_marker=self.folded_system_marker,
             tool_result_acknowledgement=self.tool_result_acknowledgement,
-            system_message_mode=self.system_message_mode,  # type: ignore[arg-type]
+            system_message_mode=self.system_message_mode,
         )
 
     def wire_message_hashes(self, messages: Iterable[MessageLike]) -> list[dict[str, Any]]:

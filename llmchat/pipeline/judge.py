@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
+from ..errors import ErrorClass
+
 __all__ = [
     "ERR_FILTER",
     "ERR_LENGTH",
@@ -55,7 +57,7 @@ class Ending:
     """What stopped the reading of one completion."""
 
     kind: EndingKind
-    error_class: str | None = None
+    error_class: ErrorClass | None = None
     """For ``transport``: the class `classify_exception` gave."""
     message: str | None = None
     """For the failures: the err text to settle with."""
@@ -76,7 +78,7 @@ CANCELLED_ENDING: Final = Ending("cancelled")
 class Verdict:
     """How the Response settles: the `_settle` arguments, or "ask the hook first"."""
 
-    error_class: str | None = None
+    error_class: ErrorClass | None = None
     err: str | None = None
     error_status: int | None = None
     finished: bool = False
@@ -174,7 +176,7 @@ def judge_reason(decided: str | None, has_calls: bool) -> tuple[str | None, Verd
     return decided, SUCCESS if error_class is None else Verdict(error_class, err)
 
 
-def judge_finish(reason: str | None) -> tuple[str | None, str | None]:
+def judge_finish(reason: str | None) -> tuple[ErrorClass | None, str | None]:
     """Return `(error_class, err)` for a decided finish reason; `(None, None)` is success.
 
     ``length`` is a failure (a truncated answer is never labelled complete),

@@ -15,6 +15,7 @@ from typing import Any, Final
 from requests import exceptions as rq
 from urllib3 import exceptions as u3
 
+from ..errors import ErrorClass
 from ..sse import EventTooLarge
 from .base import BodyTooLarge
 from .exchange import Exchange
@@ -43,7 +44,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 # Rows are checked top to bottom against every exception in the chain; the
 # first row that matches anything wins, so the most specific rows come first.
 # `after_headers` None matches both phases.
-_ROWS: Final[tuple[tuple[Any, bool | None, str, str], ...]] = (
+_ROWS: Final[tuple[tuple[Any, bool | None, ErrorClass, str], ...]] = (
     (rq.ConnectTimeout, None, "connection", "Could not connect within {connect}"),
     (rq.SSLError, None, "connection", "TLS failure: {detail}"),
     (rq.ProxyError, None, "connection", "Proxy failure: {detail}"),
@@ -90,7 +91,7 @@ def classify_exception(
     exchange: Exchange | None = None,
     after_headers: bool = False,
     timeouts: Timeouts | None = None,
-) -> tuple[str, str]:
+) -> tuple[ErrorClass, str]:
     """Map a foreign exception to `(error_class, message)`; the one such place.
 
     An exchange aborted by its deadline is a ``timeout`` whatever the
