@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..backends._request import WireRequest
+from ..backends._runners import open_request
 from ..backends.mock import MockBackend
 from ..backends.openai_common import OpenAICommon
 from ..chunk import Chunk
@@ -406,16 +408,10 @@ class Upstream:
         relay.max_response_bytes = backend.max_response_bytes
         relay.max_event_bytes = backend.max_event_bytes
         exchange.arm_deadline(backend.timeouts.request)
+        # The backend's own exchange opener: its transport, timeouts and headers.
+        request = WireRequest(method, backend._url(path), headers, {}, data or b"")
         try:
-            http = backend._transport.open(
-                method,
-                backend._url(path),
-                headers,
-                data,
-                exchange,
-                connect_timeout=backend.timeouts.connect,
-                read_timeout=backend.timeouts.headers,
-            )
+            http = open_request(backend, request, exchange)
         except Exception as exc:
             exchange.finish()
             if exchange.aborted == "cancel":
