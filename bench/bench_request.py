@@ -234,6 +234,23 @@ def profile(fn: Callable[[], Any], calls: int = PROFILE_CALLS) -> tuple[Rows, Ro
 # -- the run ----------------------------------------------------------------------
 
 
+def _complete_body(backend: Any) -> Any:
+    """The blocking runner's work on bytes already read, as `(response, status, data, kind)`.
+
+    Private (`backends._runners.complete_body`); None if it moved.
+    """
+    try:
+        from llmchat.backends import _runners
+    except ImportError:
+        return None
+    complete = getattr(_runners, "complete_body", None)
+    if complete is None:
+        return None
+    return lambda response, status, data, kind: complete(
+        backend, response, status, data, kind, backend._on_blocking_complete
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Time every client in interleaved rounds against one server; print and record."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -275,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             backend, settings = contenders.backend, contenders.settings
             prepare = lambda: backend.prepare_chat_request(MESSAGES, settings=settings)  # noqa: E731
             cpu: dict[str, float] = {"prepare": best_of(prepare, 15, calls_for(prepare))}
-            complete = getattr(backend, "_complete_blocking", None)  # private: may move
+            complete = _complete_body(backend)  # private: may move
             reply = server.requests[-1].reply
             if complete is not None and reply is not None:
                 data, body = reply.body, prepare().body  # the server's exact answer bytes
@@ -324,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     if "settle" in cpu:
         cpu_rows.append(
             [
-                "`make_response` + `_complete_blocking` on the server's reply bytes: parse, settle",
+                "`make_response` + the blocking runner's `complete_body` on the server's reply "
+                "bytes: decode, accumulate, judge, settle",
                 f"{cpu['settle'] * 1e6:,.1f}",
             ]
         )

@@ -639,14 +639,36 @@ def measure_cancel(
 # -- where llmchat's time goes ----------------------------------------------------------
 
 
+def _pipeline_step(backend: Any) -> Callable[..., None] | None:
+    """The reader's per-read work as one callable `(events, acc, response, exchange)`.
+
+    Private names (`backends._runners`' `_apply` and `_publish`); None if they moved.
+    """
+    try:
+        from llmchat.backends import _runners
+    except ImportError:
+        return None
+    apply = getattr(_runners, "_apply", None)
+    publish = getattr(_runners, "_publish", None)
+    if apply is None or publish is None:
+        return None
+    lift = backend._lift_usage
+
+    def step(events: Any, acc: Any, response: Any, exchange: Any) -> None:
+        finished = acc.finish_reason is not None
+        publish(response, acc, exchange, None, apply(events, acc, response, lift), finished)
+
+    return step
+
+
 def stage_costs(backend: Any, body: bytes, frames: int) -> dict[str, float]:
     """µs per frame of each pipeline stage run alone on the throughput body, no I/O.
 
-    Private names (the stages' wiring in `_pump`); a stage that moved is left out.
+    Private names (the stages' wiring in `_runners.pump`); a stage that moved is left out.
     """
+    from llmchat.pipeline.accumulate import Accumulator
     from llmchat.response import Response
     from llmchat.sse import SSEDecoder
-    from llmchat.stream_parser import StreamParser
     from llmchat.transport import Exchange
 
     pieces = [body[i : i + WRITE_SIZE] for i in range(0, len(body), WRITE_SIZE)]
@@ -665,22 +687,21 @@ def stage_costs(backend: Any, body: bytes, frames: int) -> dict[str, float]:
             decoder.feed(piece)
 
     def parse() -> None:
-        parser = StreamParser("chat")
+        acc = Accumulator("chat")
         for event in events:
-            parser.feed(event)
+            acc.feed_event(event)
 
     costs = {"floor": floor, "decode": decode, "parse": parse}
-    apply = getattr(backend, "_apply_event", None)
-    if apply is not None:
+    step = _pipeline_step(backend)
+    if step is not None:
 
         def whole() -> None:
             decoder = SSEDecoder()
-            parser = StreamParser("chat")
+            acc = Accumulator("chat", keep_raw=False)
             response = Response({})
             exchange = Exchange()
             for piece in pieces:
-                for event in decoder.feed(piece):
-                    apply(event, response, parser, exchange)
+                step(decoder.feed(piece), acc, response, exchange)
             exchange.finish()
 
         costs["apply"] = whole
@@ -690,29 +711,33 @@ def stage_costs(backend: Any, body: bytes, frames: int) -> dict[str, float]:
 def cold_costs(backend: Any, texts: list[str]) -> dict[str, float] | None:
     """Median µs to process one frame, back to back and after `LATENCY_GAP` idle.
 
-    One thread, no I/O: llmchat's decode + `_apply_event` (private; None if it
-    moved) and the floor's split + `json.loads`, frame by frame, interleaved.
+    One thread, no I/O: llmchat's decode + the reader's per-read step (private;
+    None if it moved) and the floor's split + `json.loads`, frame by frame, interleaved.
     After an idle gap the code runs cold, which is what a consumer of a
     token-paced stream pays on every frame.
     """
+    from llmchat.pipeline.accumulate import Accumulator
     from llmchat.response import Response
     from llmchat.sse import SSEDecoder
-    from llmchat.stream_parser import StreamParser
     from llmchat.transport import Exchange
 
-    apply = getattr(backend, "_apply_event", None)
-    if apply is None:
+    step = _pipeline_step(backend)
+    if step is None:
         return None
     frames = [_content(text) for text in texts]
     out: dict[str, list[float]] = {}
     for label, gap in (("hot", 0.0), ("cold", LATENCY_GAP)):
-        decoder, parser, response, exchange = SSEDecoder(), StreamParser(), Response({}), Exchange()
+        decoder, acc, response, exchange = (
+            SSEDecoder(),
+            Accumulator("chat", keep_raw=False),
+            Response({}),
+            Exchange(),
+        )
         for frame in frames:
             if gap:
                 time.sleep(gap)
             start = time.perf_counter()
-            for event in decoder.feed(frame):
-                apply(event, response, parser, exchange)
+            step(decoder.feed(frame), acc, response, exchange)
             mine = time.perf_counter() - start
             if gap:
                 time.sleep(gap)
@@ -771,19 +796,21 @@ def profile_worker(
         assert response.is_success, response.err
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     per = streams * (FRAMES + 4)
-    whole = _cumulative(stats, "backends/openai_common.py", "_stream_worker")
-    pump = _cumulative(stats, "backends/openai_common.py", "_pump")
+    whole = _cumulative(stats, "backends/_runners.py", "stream_worker")
+    pump = _cumulative(stats, "backends/_runners.py", "pump")
     decode = _cumulative(stats, "llmchat/sse.py", "feed")
-    apply = _cumulative(stats, "backends/openai_common.py", "_apply_event")
-    parse = _cumulative(stats, "llmchat/stream_parser.py", "feed")
+    apply = _cumulative(stats, "backends/_runners.py", "_apply")
+    publish = _cumulative(stats, "backends/_runners.py", "_publish")
+    parse = _cumulative(stats, "pipeline/accumulate.py", "feed_event")
     loads = _cumulative(stats, "json/__init__.py", "loads")
     stages = [
-        ("request, headers, settle (`_stream_worker` outside `_pump`)", whole - pump),
-        ("HTTP body reads (`iter_bytes` → urllib3 `read1`)", pump - decode - apply),
+        ("request, headers, settle (`stream_worker` outside `pump`)", whole - pump),
+        ("HTTP body reads (`iter_bytes` → urllib3 `read1`)", pump - decode - apply - publish),
         ("SSE framing: `SSEDecoder.feed` (lines, UTF-8 decode, `SSEEvent`)", decode),
-        ("`json.loads` of each frame (inside `StreamParser.feed`)", loads),
-        ("frame parser logic: `StreamParser.feed` minus `json.loads`", parse - loads),
-        ("Response updates: `_apply_event` minus `StreamParser.feed`", apply - parse),
+        ("`json.loads` of each frame (inside `Accumulator.feed_event`)", loads),
+        ("decode + accumulate: `Accumulator.feed_event` minus `json.loads`", parse - loads),
+        ("`_lift_usage` per payload: `_apply` minus `feed_event`", apply - parse),
+        ("Response updates: `_publish` (fields, chunks, one wake-up per read)", publish),
     ]
     split = [
         [label, f"{seconds / per * 1e6:,.2f}", f"{seconds / whole:.0%}"]
@@ -812,7 +839,7 @@ def profile_worker(
         "line": calls(lambda f, n: n == "_line" and f.endswith("sse.py")),
         "reads": calls(lambda f, n: n == "feed" and f.endswith("sse.py")),
         "usage_fields": calls(lambda f, n: n == "usage_fields"),
-        "finished": calls(lambda f, n: n == "finished" and f.endswith("stream_parser.py")),
+        "finished": calls(lambda f, n: n == "finished" and f.endswith("accumulate.py")),
         "notify_all": calls(lambda f, n: n == "notify_all" and f.endswith("threading.py")),
         "threading": calls(lambda f, n: f.endswith("threading.py")),
     }
@@ -1052,12 +1079,12 @@ def main(argv: list[str] | None = None) -> int:
     stage_rows = [
         ["raw floor's work: split on blank lines + `json.loads` + read the delta", stages["floor"]],
         ["llmchat `SSEDecoder.feed` (64 KiB pieces)", stages["decode"]],
-        ["llmchat `StreamParser.feed` (events → `Chunk`s)", stages["parse"]],
+        ["llmchat `Accumulator.feed_event` (events → `Chunk`s)", stages["parse"]],
     ]
     if "apply" in stages:
         stage_rows.append(
             [
-                "llmchat decode + `_apply_event` (parse, `Response` updates, `_add_chunk`)",
+                "llmchat framing + the reader's step (decode, accumulate, `_lift_usage`, publish)",
                 stages["apply"],
             ]
         )
@@ -1331,14 +1358,14 @@ def main(argv: list[str] | None = None) -> int:
             "",
             "What running cold costs: one frame's processing timed alone in one thread, "
             f"no I/O, median of {LATENCY_FRAMES} frames, back to back and after "
-            f"{LATENCY_GAP * 1e3:g} ms idle (llmchat: `SSEDecoder.feed` + `_apply_event`; "
+            f"{LATENCY_GAP * 1e3:g} ms idle (llmchat: `SSEDecoder.feed` + the reader's step; "
             "floor: split + `json.loads`):",
             "",
             table(
                 ["one frame", "back to back µs", f"after {LATENCY_GAP * 1e3:g} ms idle µs"],
                 [
                     [
-                        "llmchat decode + `_apply_event`",
+                        "llmchat decode + the reader's step",
                         f"{cold['llmchat hot']:,.1f}",
                         f"{cold['llmchat cold']:,.1f}",
                     ],
@@ -1430,7 +1457,7 @@ def main(argv: list[str] | None = None) -> int:
             "takes the Response's lock once per batch of arrived chunks).",
             "",
             "**Findings.** Nearly all of llmchat's time per frame is the reader thread's "
-            "Python work: decode + `_apply_event` alone, in one thread with no I/O, costs "
+            "Python work: decode + the reader's step alone, in one thread with no I/O, costs "
             f"{stages.get('apply', math.nan):.1f} µs per frame against "
             f"{seconds['llmchat'] / count * 1e6:.1f} end to end (the floor's whole parse: "
             f"{stages['floor']:.1f}). The consumer adds {consumer['cpu_us']:.1f} µs of "

@@ -91,3 +91,21 @@ def test_protocols_depend_only_on_tools_chunk_and_wire_json() -> None:
             for name in [module] if module else re.findall(r"\w+", names):
                 assert name in allowed, f"{path.name} imports llmchat.{name}"
         assert "import llmchat" not in text.replace("import llmchat.protocols", "")
+
+
+@pytest.mark.parametrize("room", ["dialects", "pipeline"])
+def test_pure_stages_import_neither_backends_nor_transport(room: str) -> None:
+    """ARCHITECTURE.md: decoders, the accumulator and the judge do no I/O."""
+    from pathlib import Path
+
+    folder = Path(llmchat.__file__).parent / room
+    paths = sorted(folder.glob("*.py"))
+    assert paths, f"llmchat/{room}/ is empty"
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        imported = re.findall(r"^from \.\.(\w+)", text, re.M) + re.findall(
+            r"^(?:from|import) llmchat\.(\w+)", text, re.M
+        )
+        for name in imported:
+            assert name not in {"backends", "transport", "proxy"}, f"{path} imports {name}"
+        assert "import requests" not in text and "import socket" not in text, path
