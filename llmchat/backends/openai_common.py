@@ -2,20 +2,18 @@
 
 Requests are shaped by a pipeline of hooks, posted as exact bytes, and every
 outcome lands on a `Response` (remote failures are states, not exceptions).
-This module holds the constructor, the hooks and the public verbs; the work is
-done by `_request` (request building), `_runners` (the blocking and streamed
-runners over `llmchat.pipeline`) and `llmchat.probe` (side requests).
+This module holds the hook list, the constructor and the public verbs; the
+hooks' defaults are `_hooks`', and the work is done by `_request` (request
+building), `_runners` and `_settle` (the blocking and streamed runners over
+`llmchat.pipeline`) and `llmchat.probe` (side requests).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .. import probe, wire_json
-from ..dialects.openai_chat import usage_fields
 from ..errors import InvalidTypeError
 from ..messages import (
     Message,
@@ -25,11 +23,11 @@ from ..messages import (
     normalize_messages,
 )
 from ..probe import _is_positive_int as _is_positive_int  # koboldcpp imports it from here
-from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
 from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts, Transport
 from . import _clone, _runners
+from ._hooks import Hooks
 from ._options import KEEP, base_init_kwargs, check_arguments
 from ._request import USER_AGENT, WireRequest, chat_request, text_request
 from ._request import wire_request as _build_wire_request
@@ -39,7 +37,7 @@ log = logging.getLogger("llmchat")
 __all__ = ["KEEP", "USER_AGENT", "OpenAICommon", "WireRequest"]
 
 
-class OpenAICommon(probe.SideRequests):
+class OpenAICommon(Hooks):
     """A chat backend for any OpenAI-compatible server.
 
         backend = OpenAICommon("http://127.0.0.1:8080/v1", model="qwen")
@@ -246,47 +244,6 @@ class OpenAICommon(probe.SideRequests):
         """Return the `messages` member of a chat body: new dicts, normalized."""
         return [message.to_dict() for message in self.normalized_messages(messages)]
 
-    # -- hooks --------------------------------------------------------------
-
-    def _get_api_settings(self, settings: Settings | None) -> dict[str, Any]:
-        """Return the body members that say how to generate, as a new dict.
-
-        Gets the per-call `settings` (None for none); the backend's own
-        settings are merged under them. llmchat calls this; user code does
-        not; override it in a subclass (call `super()`, then adjust the copy).
-        """
-        body = self.settings.merged(settings).to_body(self.setting_field_names)
-        if self.model is not None:
-            body.setdefault("model", self.model)
-        return body
-
-    def _get_api_headers(self) -> dict[str, str]:
-        """Return the HTTP headers for every request, as a new dict.
-
-        llmchat calls this; user code does not; override it in a subclass.
-        """
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
-    def _finalize_request_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Return the body to send, given the assembled one; default: unchanged.
-
-        Called on every completion path just before encoding. Return a new
-        dict rather than editing `body`; a chat body has ``messages``, a text
-        body ``prompt``. llmchat calls this; user code does not; override it
-        in a subclass.
-        """
-        return body
-
-    def _encode_request_body(self, body: Mapping[str, Any]) -> bytes:
-        """Return the exact bytes to post for `body` (default: `wire_json.encode`).
-
-        llmchat calls this; user code does not; override it in a subclass.
-        """
-        return wire_json.encode(body)
-
     # -- request assembly ---------------------------------------------------
 
     def prepare_chat_request(
@@ -362,101 +319,6 @@ class OpenAICommon(probe.SideRequests):
     def cancel(self, response: Response) -> None:
         """Cancel `response` (the same as `response.cancel()`)."""
         response.cancel()
-
-    def make_response(self, request: Mapping[str, Any]) -> Response:
-        """Return a new `Response` for a blocking call with the finished body `request`.
-
-        Default: ``self.response_class(request, secrets=self._secrets())``,
-        whose cancel also posts `abort_path` when it is set. Must not change
-        `request`. llmchat calls this; user code does not; to get a Response
-        subclass, set the class attribute `response_class` rather than
-        overriding this (or call `super()` and adjust what it returns).
-        """
-        return self._with_abort(self.response_class(request, secrets=self._secrets()))
-
-    def make_stream_response(self, request: Mapping[str, Any]) -> Response:
-        """Return a new `Response` for a streamed call with the finished body `request`.
-
-        The same default and rules as `make_response`. llmchat calls this;
-        user code does not; override it in a subclass.
-        """
-        return self._with_abort(self.response_class(request, secrets=self._secrets()))
-
-    def _with_abort(self, response: Response) -> Response:
-        """`response`, whose cancel also posts `abort_path` in the background (when set)."""
-        if self.abort_path is not None:
-            response._add_cancel_hook(
-                lambda: threading.Thread(
-                    target=self._post_abort, name="llmchat-abort", daemon=True
-                ).start()
-            )
-        return response
-
-    def _secrets(self) -> tuple[str, ...]:
-        """The credentials to keep out of every error, log line and relayed body.
-
-        llmchat calls this; user code does not; override it in a subclass that
-        sends a credential of its own (call `super()`, then add to the tuple).
-        """
-        return (self._api_key,) if self._api_key else ()
-
-    def _redactor(self) -> Redactor:
-        """The `Redactor` for `_secrets()` (built once per distinct set, then cached)."""
-        return Redactor.of(self._secrets())
-
-    def _lift_usage(self, response: Response, payload: Mapping[str, Any]) -> None:
-        """Copy usage counts and the model from `payload` onto `response`.
-
-        Absent counts stay None; 0 stays 0. Must not change `payload`.
-        llmchat calls this; user code does not; override it in a subclass.
-        """
-        if "usage" not in payload:  # most stream frames: only the model to take
-            model = payload.get("model")
-            if type(model) is str and model:
-                response.model = model
-            return
-        for name, value in usage_fields(payload).items():
-            setattr(response, name, value)
-
-    def _reconcile_finish_reason(
-        self, response: Response, reason: str, request: Mapping[str, Any]
-    ) -> str:
-        """Return the finish reason `response` should act on; default: `reason`.
-
-        Sees every provider finish reason once (on a stream, at the settle
-        point, after the usage frame). May set `response.finish_reason_evidence`.
-        If it raises, the provider's reason is kept. llmchat calls this; user
-        code does not; override it in a subclass.
-        """
-        return reason
-
-    def _on_complete(self, response: Response) -> None:
-        """Run once after a successful completion (blocking or streamed), before it is done.
-
-        Never runs on a failure or a cancel. May set fields on `response`
-        (post-call metadata); must not change `response.request`. An
-        exception fails the Response (``unknown``). Default: nothing.
-        llmchat calls this; user code does not; override it in a subclass
-        (call `super()` first).
-        """
-
-    def _on_blocking_complete(self, response: Response) -> None:
-        """Run after a successful blocking completion, before it is done.
-
-        Default: `_on_complete(response)`; override that one unless the modes
-        must differ. llmchat calls this; user code does not; override it in
-        a subclass (call `super()` to keep `_on_complete`).
-        """
-        self._on_complete(response)
-
-    def _on_stream_complete(self, response: Response) -> None:
-        """Run after a successful stream ends, before it is done.
-
-        Default: `_on_complete(response)`; override that one unless the modes
-        must differ. llmchat calls this; user code does not; override it in
-        a subclass (call `super()` to keep `_on_complete`).
-        """
-        self._on_complete(response)
 
     # -- the runners (`_runners`) ------------------------------------------
 
