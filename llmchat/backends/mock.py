@@ -216,7 +216,9 @@ class MockBackend(OpenAICommon):
         settings: Settings | None = None,
     ) -> Response:
         with self._calling("chat_completion", messages, tools, tool_choice, settings) as listed:
-            return super().chat_completion(listed, tools, tool_choice, settings)  # type: ignore[arg-type]
+            return super().chat_completion(
+                messages if listed is None else listed, tools, tool_choice, settings
+            )
 
     def chat_completion_stream(
         self,
@@ -228,7 +230,9 @@ class MockBackend(OpenAICommon):
         with self._calling(
             "chat_completion_stream", messages, tools, tool_choice, settings
         ) as listed:
-            return super().chat_completion_stream(listed, tools, tool_choice, settings)  # type: ignore[arg-type]
+            return super().chat_completion_stream(
+                messages if listed is None else listed, tools, tool_choice, settings
+            )
 
     def text_completion(
         self,
@@ -239,7 +243,9 @@ class MockBackend(OpenAICommon):
         with self._calling(
             "text_completion", messages, settings=settings, continuation=continuation
         ) as listed:
-            return super().text_completion(listed, continuation, settings)  # type: ignore[arg-type]
+            return super().text_completion(
+                messages if listed is None else listed, continuation, settings
+            )
 
     def text_completion_stream(
         self,
@@ -250,7 +256,9 @@ class MockBackend(OpenAICommon):
         with self._calling(
             "text_completion_stream", messages, settings=settings, continuation=continuation
         ) as listed:
-            return super().text_completion_stream(listed, continuation, settings)  # type: ignore[arg-type]
+            return super().text_completion_stream(
+                messages if listed is None else listed, continuation, settings
+            )
 
     def prepare_text_request(
         self,
