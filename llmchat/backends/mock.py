@@ -20,28 +20,30 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import re
 import threading
-import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..errors import ERROR_CLASSES, InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike, coerce_messages
 from ..response import Response
 from ..settings import Settings
-from ..tools import ToolCall
-from ..transport.mock import (
+from ..transport.mock import MockTransport
+from ..transport.mock_script import (
     MockRequest,
     MockResponse,
-    MockTransport,
     Pause,
-    Piece,
-    Raise,
     Step,
-    TimedOut,
+)
+from ._mock_replies import (
+    Reply,
+    completion,
+    error_answer,
+    parse_reply,
+    reply_dict,
+    stream_events,
 )
 from .openai_common import OpenAICommon, WireRequest
 
@@ -50,16 +52,6 @@ __all__ = ["CALL_HEADER", "MockBackend", "RecordedCall"]
 MOCK_API_URL: Final = "http://mock.invalid/v1"
 CALL_HEADER: Final = "X-Llmchat-Mock-Call"
 """The request header that ties a request on the wire to its call and reply."""
-
-_REPLY_KEYS: Final = frozenset(
-    {"text", "reasoning", "tool_calls", "finish_reason", "usage"}
-    | {"error_class", "error_status", "err"}
-)
-_ERROR_KEYS: Final = frozenset({"error_class", "error_status", "err"})
-_ERROR_CLASSES: Final = frozenset(ERROR_CLASSES)
-_TOKEN: Final = re.compile(r"\s*\S+|\s+")
-_ARGUMENT_PIECE: Final = 8
-"""Characters of tool-call arguments per streamed fragment."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +69,6 @@ class RecordedCall:
     tool_choice: str | Mapping[str, Any] | None = None
     settings: Settings | None = None
     continuation: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    text: str = ""
-    reasoning: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    finish_reason: str = "stop"
-    usage: dict[str, Any] | None = None
-    error_class: str | None = None
-    error_status: int | None = None
-    err: str | None = None
 
 
 @dataclass(slots=True)
@@ -173,14 +153,14 @@ class MockBackend(OpenAICommon):
             if common.get(name) is not None:
                 raise InvalidArgumentError(f"MockBackend brings its own transport: drop {name}=")
             common.pop(name, None)
-        parsed = [_parse_reply(index, reply) for index, reply in enumerate(replies)]
+        parsed = [parse_reply(index, reply) for index, reply in enumerate(replies)]
         self.chunk_delay = float(chunk_delay)
         self.initial_delay = float(initial_delay)
-        self._replies: deque[_Reply] = deque(parsed)
+        self._replies: deque[Reply] = deque(parsed)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tokens = itertools.count(1)
-        self._pending: dict[str, tuple[int, _Reply | None]] = {}
+        self._pending: dict[str, tuple[int, Reply | None]] = {}
         self.recorded_calls: list[RecordedCall] = []
         """One `RecordedCall` per call, in call order."""
         super().__init__(MOCK_API_URL, model=model, transport=MockTransport(self._handle), **common)
@@ -197,7 +177,7 @@ class MockBackend(OpenAICommon):
             del kwargs[name]  # a clone has its own MockTransport
         with self._lock:
             # A clone gets the replies not used yet, in their original form.
-            kwargs["replies"] = [_reply_dict(reply) for reply in self._replies]
+            kwargs["replies"] = [reply_dict(reply) for reply in self._replies]
         kwargs["chunk_delay"] = self.chunk_delay
         kwargs["initial_delay"] = self.initial_delay
         return kwargs
@@ -362,208 +342,10 @@ class MockBackend(OpenAICommon):
             model = self.model
         kind = "chat" if request.path.endswith(self.chat_path) else "text"
         if reply.error_class is not None:
-            return _error_answer(reply, before, body.get("stream") is True)
+            return error_answer(reply, before, body.get("stream") is True)
         if body.get("stream") is True:
             options = body.get("stream_options")
             include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-            events = _stream_events(reply, kind, model, number, include_usage)
+            events = stream_events(reply, kind, model, number, include_usage)
             return MockResponse.sse(events, delay=self.chunk_delay, before_headers=before)
-        return MockResponse.json(_completion(reply, kind, model, number), before_headers=before)
-
-
-def _error_answer(reply: _Reply, before: list[Step], stream: bool) -> MockResponse:
-    if reply.error_class == "http":
-        status = reply.error_status if reply.error_status is not None else 500
-        if reply.err is None:
-            return MockResponse(status, before_headers=before)
-        return MockResponse.error(status, reply.err, before_headers=before)
-    if reply.error_class == "timeout":
-        return MockResponse(before_headers=[*before, TimedOut()])
-    if reply.error_class == "connection":
-        refused = ConnectionRefusedError(111, "Connection refused")
-        return MockResponse(before_headers=[*before, Raise(refused)])
-    if reply.error_class == "response":
-        error = {"error": {"message": reply.err or "Mock response error", "type": "server_error"}}
-        if stream:
-            return MockResponse.sse([error], done=False, before_headers=before)
-        return MockResponse.json(error, before_headers=before)
-    failure = RuntimeError(reply.err or "Mock unknown error")
-    return MockResponse(before_headers=[*before, Raise(failure)])
-
-
-def _wire_call(call: ToolCall) -> dict[str, Any]:
-    """A tool call as it goes on the wire; arguments as text only when they came as text."""
-    entry = call.to_openai()
-    if call.arguments_json is None:
-        entry["function"]["arguments"] = dict(call.arguments)
-    return entry
-
-
-def _head(kind: str, model: str | None, number: int, *, chunk: bool) -> dict[str, Any]:
-    if kind == "chat":
-        prefix, obj = "chatcmpl-mock", "chat.completion.chunk" if chunk else "chat.completion"
-    else:
-        prefix, obj = "cmpl-mock", "text_completion"
-    head: dict[str, Any] = {"id": f"{prefix}-{number}", "object": obj, "created": int(time.time())}
-    if model is not None:
-        head["model"] = model
-    return head
-
-
-def _completion(reply: _Reply, kind: str, model: str | None, number: int) -> dict[str, Any]:
-    """A blocking ``chat.completion`` or ``text_completion`` body."""
-    choice: dict[str, Any] = {"index": 0}
-    if kind == "chat":
-        message: dict[str, Any] = {"role": "assistant"}
-        message["content"] = reply.text if reply.text or not reply.tool_calls else None
-        if reply.reasoning:
-            message["reasoning_content"] = reply.reasoning
-        if reply.tool_calls:
-            message["tool_calls"] = [_wire_call(call) for call in reply.tool_calls]
-        choice["message"] = message
-    else:
-        choice["text"] = reply.text
-    choice["finish_reason"] = reply.finish_reason
-    payload = _head(kind, model, number, chunk=False)
-    payload["choices"] = [choice]
-    if reply.usage is not None:
-        payload["usage"] = reply.usage
-    return payload
-
-
-def _stream_events(
-    reply: _Reply, kind: str, model: str | None, number: int, include_usage: bool
-) -> list[Mapping[str, Any] | Piece]:
-    """The SSE events of a streamed reply, in the order a server sends them."""
-    head = _head(kind, model, number, chunk=True)
-
-    def event(choice: dict[str, Any], **extra: Any) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, **choice}], **extra}
-
-    events: list[Mapping[str, Any] | Piece] = []
-    if kind == "chat":
-        first = True
-        for name, text in (("reasoning_content", reply.reasoning), ("content", reply.text)):
-            for piece in _TOKEN.findall(text):
-                delta = {"role": "assistant", name: piece} if first else {name: piece}
-                first = False
-                events.append(event({"delta": delta, "finish_reason": None}))
-        for index, call in enumerate(reply.tool_calls):
-            for fragment in _fragments(index, call):
-                events.append(event({"delta": {"tool_calls": [fragment]}, "finish_reason": None}))
-        finish = event({"delta": {}, "finish_reason": reply.finish_reason})
-    else:
-        for piece in _TOKEN.findall(reply.text):
-            events.append(event({"text": piece, "finish_reason": None}))
-        finish = event({"text": "", "finish_reason": reply.finish_reason})
-    if reply.usage is not None and not include_usage:
-        finish["usage"] = reply.usage  # a server not asked for the usage event
-    events.append(finish)
-    if reply.usage is not None and include_usage:
-        events.append({**head, "choices": [], "usage": reply.usage})
-    return events
-
-
-def _fragments(index: int, call: ToolCall) -> list[dict[str, Any]]:
-    """One tool call as streamed fragments: id and name first, then the arguments in pieces."""
-    start: dict[str, Any] = {"index": index, "id": call.id, "type": call.type}
-    text = call.arguments_json
-    if text is None:  # arguments as an object, whole, as some servers send them
-        start["function"] = {"name": call.name, "arguments": dict(call.arguments)}
-        return [start]
-    start["function"] = {"name": call.name, "arguments": ""}
-    pieces = [text[i : i + _ARGUMENT_PIECE] for i in range(0, len(text), _ARGUMENT_PIECE)]
-    return [start] + [{"index": index, "function": {"arguments": piece}} for piece in pieces]
-
-
-def _parse_reply(index: int, reply: Any) -> _Reply:
-    where = f"replies[{index}]"
-    if not isinstance(reply, Mapping):
-        raise InvalidTypeError(f"{where} must be a dict, got {type(reply).__name__}")
-    unknown = sorted(set(reply) - _REPLY_KEYS, key=str)
-    if unknown:
-        raise InvalidArgumentError(
-            f"{where} has unknown key(s): {', '.join(map(str, unknown))} "
-            f"(allowed: {', '.join(sorted(_REPLY_KEYS))})"
-        )
-    if _ERROR_KEYS & set(reply):
-        return _parse_error(where, reply)
-    for name in ("text", "reasoning"):
-        if not isinstance(reply.get(name, ""), str):
-            raise InvalidTypeError(f"{where}.{name} must be a str")
-    calls = reply.get("tool_calls") or []
-    if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence):
-        raise InvalidTypeError(f"{where}.tool_calls must be a list")
-    tool_calls: list[ToolCall] = []
-    for position, call in enumerate(calls):
-        if isinstance(call, ToolCall):
-            tool_calls.append(call)
-        elif isinstance(call, Mapping):
-            tool_calls.append(ToolCall.from_openai(call))
-        else:
-            raise InvalidTypeError(
-                f"{where}.tool_calls[{position}] must be a dict or a ToolCall, "
-                f"got {type(call).__name__}"
-            )
-    finish = reply.get("finish_reason")
-    if finish is None:
-        finish = "tool_calls" if tool_calls else "stop"
-    if not isinstance(finish, str) or not finish:
-        raise InvalidTypeError(f"{where}.finish_reason must be a non-empty str")
-    usage = reply.get("usage")
-    if usage is not None and not isinstance(usage, Mapping):
-        raise InvalidTypeError(f"{where}.usage must be a dict")
-    return _Reply(
-        text=reply.get("text", ""),
-        reasoning=reply.get("reasoning", ""),
-        tool_calls=tuple(tool_calls),
-        finish_reason=finish,
-        usage=dict(usage) if usage is not None else None,
-    )
-
-
-def _parse_error(where: str, reply: Mapping[str, Any]) -> _Reply:
-    others = sorted(set(reply) - _ERROR_KEYS)
-    if others:
-        raise InvalidArgumentError(
-            f"{where} is an error reply and cannot also have: {', '.join(others)}"
-        )
-    status = reply.get("error_status")
-    if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
-        raise InvalidTypeError(f"{where}.error_status must be an int or None")
-    if status is not None and not 400 <= status <= 599:
-        raise InvalidArgumentError(f"{where}.error_status must be an HTTP error status (400-599)")
-    error_class = reply.get("error_class")
-    if error_class is None:
-        error_class = "http" if status is not None else "unknown"
-    if error_class not in _ERROR_CLASSES:
-        raise InvalidArgumentError(
-            f"{where}.error_class must be one of {', '.join(sorted(_ERROR_CLASSES))}, "
-            f"got {error_class!r}"
-        )
-    if status is not None and error_class != "http":
-        raise InvalidArgumentError(
-            f"{where}.error_status goes with error_class 'http' only, got {error_class!r}"
-        )
-    err = reply.get("err")
-    if err is not None and not isinstance(err, str):
-        raise InvalidTypeError(f"{where}.err must be a str")
-    return _Reply(error_class=error_class, error_status=status, err=err)
-
-
-def _reply_dict(reply: _Reply) -> dict[str, Any]:
-    if reply.error_class is not None:
-        return {
-            "error_class": reply.error_class,
-            "error_status": reply.error_status,
-            "err": reply.err,
-        }
-    out: dict[str, Any] = {
-        "text": reply.text,
-        "reasoning": reply.reasoning,
-        "tool_calls": list(reply.tool_calls),
-        "finish_reason": reply.finish_reason,
-    }
-    if reply.usage is not None:
-        out["usage"] = reply.usage
-    return out
+        return MockResponse.json(completion(reply, kind, model, number), before_headers=before)
