@@ -16,7 +16,6 @@ from typing import Any, Final
 
 from ..backends._request import WireRequest
 from ..backends._runners import open_request
-from ..backends.mock import MockBackend
 from ..backends.openai_common import OpenAICommon
 from ..chunk import Chunk
 from ..completion import ErrorBody, json_error_message
@@ -332,14 +331,14 @@ class Upstream:
     def model_names(self) -> list[str]:
         """Model ids the upstream lists at ``GET /models``, then its configured ones.
 
-        An upstream without the route (404, 405) or without a network (a mock)
+        An upstream without the route (404, 405; a MockBackend answers 404)
         lists only its configured models. Raises `UpstreamUnavailable` when the
         upstream cannot be reached or fails: an empty list would read as "no
         models" to a client, not as "the server is down".
         """
         names: list[str] = []
         backend = self.backend
-        if isinstance(backend, OpenAICommon) and not isinstance(backend, MockBackend):
+        if isinstance(backend, OpenAICommon):
             status, payload, note = backend._side_request(
                 "GET", backend._url("/models"), label="GET /models"
             )
