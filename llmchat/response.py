@@ -274,10 +274,11 @@ class Response:
         self._add_to(self._refusal, text)
 
     def _add_to(self, parts: list[str], text: str) -> None:
-        # No lock taken: a caller may hold `_cond` already (MockBackend does).
-        # The runners write through `_publish`, which checks `is_done` under the lock.
-        if text and not self.is_done:  # nothing grows after settle
-            parts.append(text)
+        # The runners write through `_publish`; these single-field writers are
+        # for code that builds a Response by hand (tests, a subclass's hook).
+        with self._cond:
+            if text and not self.is_done:  # nothing grows after settle
+                parts.append(text)
 
     def _publish(self, chunks: list[Chunk]) -> None:
         """The runner's one writer: `chunks` and what they add (text, reasoning,
