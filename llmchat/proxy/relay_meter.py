@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..completion import parse_completion, usage_fields
+from ..pipeline.accumulate import Accumulator
 from ..sse import EventTooLarge, SSEDecoder
-from ..stream_parser import StreamParser
 from ..transport import decode_body, parse_json
 from .upstream import RelayBroken
 
@@ -30,7 +30,7 @@ class RelayMeter:
         self.finished = False
         """True once the answer was complete: ``[DONE]``/a finish reason, or a whole body."""
         self._decoder = SSEDecoder(max_event_bytes) if event_stream else None
-        self._parser = StreamParser("chat", keep_raw=False) if event_stream else None
+        self._parser = Accumulator("chat", keep_raw=False) if event_stream else None
         self._body: list[bytes] = []
 
     def feed(self, data: bytes) -> None:
@@ -64,7 +64,7 @@ class RelayMeter:
         assert parser is not None
         for event in events:
             try:
-                chunks = parser.feed(event)
+                chunks = parser.feed_event(event)
             except Exception:  # a frame we cannot read is still relayed as is
                 continue
             if parser.payload is not None:
