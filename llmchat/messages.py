@@ -31,7 +31,7 @@ __all__ = [
 ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 """Roles a `Message` may carry (``function`` is OpenAI's legacy tool-result role)."""
 
-_KNOWN_KEYS: Final = ("role", "content", "tool_calls", "tool_call_id", "name")
+_KNOWN_KEYS: Final = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_parts")
 _PLAIN_ROLES: Final = frozenset({"system", "user", "assistant"})
 _TOOL_RESULT_ROLES: Final = frozenset({"tool", "function"})
 
@@ -62,6 +62,11 @@ class Message:
     """Optional participant name; None when not given."""
     extra: dict[str, Any] | None = field(default=None)
     """Any other keys of the message, sent as they are; None when there are none."""
+    reasoning_parts: list[dict[str, Any]] | None = None
+    """An assistant turn's opaque reasoning parts, each tagged with its ``dialect``
+    (an Anthropic thinking block with its signature, a Gemini thought signature).
+    The dialect that made them sends them back; every other dialect leaves them
+    out. None when there are none."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -86,14 +91,17 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
             extra=copy.deepcopy(extra) if extra else None,
+            reasoning_parts=_copied(data.get("reasoning_parts")),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the message as a new OpenAI-shaped dict.
 
         ``role`` and ``content`` (``None`` as ``null``) are always present;
-        `tool_calls`, `tool_call_id` and `name` only when set; `extra` keys
-        last. Containers are copied, so the dict can be changed freely.
+        `tool_calls`, `tool_call_id` and `name` only when set; `extra` keys,
+        then `reasoning_parts` (when set, so a saved conversation keeps them)
+        last. The OpenAI chat body leaves `reasoning_parts` out. Containers are
+        copied, so the dict can be changed freely.
         """
         out: dict[str, Any] = {"role": self.role, "content": _copied(self.content)}
         if self.tool_calls is not None:
@@ -104,6 +112,8 @@ class Message:
             out["name"] = self.name
         if self.extra:
             out.update(copy.deepcopy(self.extra))
+        if self.reasoning_parts:
+            out["reasoning_parts"] = copy.deepcopy(self.reasoning_parts)
         return out
 
     @property
@@ -120,6 +130,7 @@ class Message:
             and self.tool_call_id is None
             and self.name is None
             and not self.extra
+            and not self.reasoning_parts
         )
 
 
@@ -166,6 +177,13 @@ def _validate(message: Message) -> None:
             raise InvalidMessageError(
                 f"Message.extra must not hold {clash[0]!r}; pass it as the field of that name"
             )
+    parts = message.reasoning_parts
+    if parts is not None and (
+        not isinstance(parts, list) or not all(isinstance(part, dict) for part in parts)
+    ):
+        raise InvalidMessageError(
+            f"Message.reasoning_parts must be a list of dicts or None, got {type(parts).__name__}"
+        )
 
 
 def coerce_messages(messages: Iterable[MessageLike]) -> list[Message]:

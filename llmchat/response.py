@@ -22,6 +22,7 @@ from typing import Any
 from .chunk import Chunk
 from .completion import ErrorBody
 from .errors import ErrorClass, remote_error_for
+from .messages import Message
 from .redact import Redactor
 from .tools import ToolCall
 
@@ -68,6 +69,9 @@ class Response:
         """Completed tool calls, in the order the model made them."""
         self.citations: list[Any] | None = None
         """Source citations from a search-augmented provider; None when none came."""
+        self.reasoning_parts: list[dict[str, Any]] | None = None
+        """Opaque reasoning parts of the answer, tagged with their dialect (Anthropic
+        thinking blocks with signatures, Gemini thought signatures); None when none."""
         self.model: str | None = None
         """The model the provider says answered; None when it did not say."""
         self.id: str | None = None
@@ -143,6 +147,23 @@ class Response:
     def refusal(self) -> str | None:
         """The model's refusal text; None when it did not refuse."""
         return "".join(self._refusal) if self._refusal else None
+
+    def to_message(self) -> Message:
+        """The assistant turn to append to the conversation for the next request.
+
+        Its content (None when there is only a tool call), its tool calls in
+        OpenAI's shape, and `reasoning_parts`, which the dialect that made them
+        sends back (Anthropic requires its thinking blocks in a tool loop) and
+        every other dialect leaves out.
+        """
+        calls = [call.to_openai() for call in self.tool_calls] or None
+        text = self.msg
+        return Message(
+            "assistant",
+            text if text or not calls else None,
+            tool_calls=calls,
+            reasoning_parts=list(self.reasoning_parts) if self.reasoning_parts else None,
+        )
 
     def __repr__(self) -> str:
         state = (

@@ -14,10 +14,14 @@ The rule (spec: REQUEST BODY SERIALIZATION):
   that array's order (absent names skipped, duplicates once), then the rest,
   sorted. This holds at every schema depth.
 
-Schemas are recognised only where a body carries them:
+Schemas are recognised only where a body of some dialect carries them:
 ``response_format.json_schema.schema``, ``response_format.schema`` (llama.cpp),
 ``tools[*].function.parameters``, ``functions[*].parameters`` and a top-level
-``json_schema`` (KoboldCpp). Everything else — ``messages`` in full, and the
+``json_schema`` (KoboldCpp); Anthropic's ``tools[*].input_schema`` and
+``output_format.schema``; the Responses API's ``tools[*].parameters`` and
+``text.format.schema``; Ollama's ``format``; Gemini's
+``tools[*].functionDeclarations[*].parameters`` (or ``parametersJsonSchema``)
+and ``generationConfig.responseSchema`` (or ``responseJsonSchema``). Everything else — ``messages`` in full, and the
 values of ``const``, ``default``, ``enum``, ``examples`` inside a schema — is
 data, emitted with sorted members and never read as a schema.
 """
@@ -326,11 +330,28 @@ _RESPONSE_FORMAT: Final[Mapping[str, Callable[[Any], Any]]] = {
     "json_schema": _json_schema_wrapper,
     "schema": _schema,
 }
-_FUNCTION: Final[Mapping[str, Callable[[Any], Any]]] = {"parameters": _schema}
-_TOOL: Final[Mapping[str, Callable[[Any], Any]]] = {"function": _function}
+_FUNCTION: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "parameters": _schema,
+    "parametersJsonSchema": _schema,  # Gemini
+}
+_TOOL: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "function": _function,  # OpenAI chat, Ollama
+    "input_schema": _schema,  # Anthropic
+    "parameters": _schema,  # OpenAI Responses (flat function tools)
+    "functionDeclarations": _functions,  # Gemini
+}
+_TEXT: Final[Mapping[str, Callable[[Any], Any]]] = {"format": _json_schema_wrapper}
+_GENERATION_CONFIG: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "responseSchema": _schema,
+    "responseJsonSchema": _schema,
+}
 _BODY_POSITIONS: Final[Mapping[str, Callable[[Any], Any]]] = {
     "response_format": _response_format,
     "tools": _tools,
     "functions": _functions,
     "json_schema": _schema,
+    "format": _schema,  # Ollama: "json" (data) or a schema
+    "output_format": _json_schema_wrapper,  # Anthropic structured outputs
+    "text": lambda value: _object(value, _TEXT),  # OpenAI Responses: text.format.schema
+    "generationConfig": lambda value: _object(value, _GENERATION_CONFIG),  # Gemini
 }

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from .. import probe, wire_json
-from ..dialects.openai_chat import usage_fields
+from ..dialects.base import Dialect
 from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
@@ -29,6 +29,8 @@ class Hooks(probe.SideRequests):
     _api_key: str | None
     setting_field_names: ClassVar[Mapping[str, str | None]]
     response_class: ClassVar[type[Response]]
+    dialect: ClassVar[type[Dialect]]
+    text_dialect: ClassVar[type[Dialect] | None]
 
     # -- the request ------------------------------------------------------------
 
@@ -120,13 +122,27 @@ class Hooks(probe.SideRequests):
         Absent counts stay None; 0 stays 0. Must not change `payload`.
         llmchat calls this; user code does not; override it in a subclass.
         """
-        if "usage" not in payload:  # most stream frames: only the model to take
-            model = payload.get("model")
-            if type(model) is str and model:
-                response.model = model
-            return
-        for name, value in usage_fields(payload).items():
+        fields = self.dialect.usage_fields(payload)
+        for name, value in fields.items():
             setattr(response, name, value)
+        if (
+            self.dialect.derives_total
+            and "total_tokens" not in fields
+            and response.prompt_tokens is not None
+            and response.completion_tokens is not None
+        ):
+            response.total_tokens = response.prompt_tokens + response.completion_tokens
+
+    def _dialect(self, kind: str) -> Dialect:
+        """A fresh decoder for one completion of `kind` (``chat`` or ``text``).
+
+        Default: the class attribute `dialect` (or `text_dialect`). llmchat
+        calls this; user code does not; override it only when the decoder
+        depends on the request.
+        """
+        if kind == "text" and self.text_dialect is not None:
+            return self.text_dialect()
+        return self.dialect()
 
     def _reconcile_finish_reason(
         self, response: Response, reason: str, request: Mapping[str, Any]

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..chunk import Chunk
 from ..completion import ErrorBody, error_message, json_error_message
+from ..dialects.base import Framing
+from ..ndjson import NDJSONDecoder
 from ..pipeline.accumulate import Accumulator
 from ..pipeline.judge import (
     CANCELLED_ENDING,
@@ -82,7 +84,8 @@ def run_blocking(
         ending = ending_of_failure(
             backend, exc, exchange, after_headers=http is not None, stream=False
         )
-        settle(backend, response, ending, Accumulator(kind), backend._on_blocking_complete)
+        acc = new_accumulator(backend, kind, keep_raw=True)
+        settle(backend, response, ending, acc, backend._on_blocking_complete)
         wirelog.end(f"failed: {response.err}")
         return
     finally:
@@ -102,8 +105,13 @@ def complete_body(
     on_complete: OnComplete,
 ) -> None:
     """A whole body (blocking, or a stream answered without SSE): a one-payload stream."""
-    acc = Accumulator(kind, keep_raw=True)
+    acc = new_accumulator(backend, kind, keep_raw=True)
     settle(backend, response, _read_body(backend, response, status, data, acc), acc, on_complete)
+
+
+def new_accumulator(backend: OpenAICommon, kind: str, *, keep_raw: bool) -> Accumulator:
+    """The accumulator of one completion, with a fresh decoder of the backend's dialect."""
+    return Accumulator(backend._dialect(kind), keep_raw=keep_raw)
 
 
 def _read_body(
@@ -118,6 +126,18 @@ def _read_body(
     if not text.strip():
         return Ending("malformed", message="Empty response body")
     payload = parse_json(text)
+    if isinstance(payload, list) and acc.dialect.array_body:
+        # A stream sent as one JSON array (Gemini without alt=sse): its payloads in order.
+        chunks: list[Chunk] = []
+        for item in payload:
+            if isinstance(item, Mapping):
+                backend._lift_usage(response, item)
+                chunks += acc.feed_payload(item)
+            else:
+                acc.drop()
+        _sync(response, acc)
+        response._publish(chunks)
+        return Ending("body", body=text)
     if not isinstance(payload, Mapping):
         return Ending("malformed", message=f"Response is not a JSON object: {_excerpt(text)}")
     backend._lift_usage(response, payload)
@@ -166,14 +186,14 @@ def stream_worker(
     """The reader thread: one exchange, then exactly one settle."""
     wirelog = WireLog(backend._secrets())
     wirelog.request(request.method, request.url, request.headers, request.data)
-    acc = Accumulator(kind, keep_raw=backend.keep_raw)
+    acc = new_accumulator(backend, kind, keep_raw=backend.keep_raw)
     http = None
     ending: Ending | None = None
     try:
         http = open_request(backend, request, exchange)
         wirelog.response(http.status_code, http.headers)
         _note_headers(response, http)
-        if _is_event_stream(http):
+        if _is_stream(http, acc.dialect.framing):
             ending = pump(backend, http, response, acc, exchange, wirelog)
         else:
             # An error status, or a server that ignored "stream": a whole body.
@@ -213,7 +233,11 @@ def pump(
     per read rather than per frame. The finish chunk is recorded, not acted
     on: reading goes on for the usage frame, for `stream_finish_grace`.
     """
-    decoder = SSEDecoder(backend.max_event_bytes)
+    decoder: SSEDecoder | NDJSONDecoder = (
+        NDJSONDecoder(backend.max_event_bytes)
+        if acc.dialect.framing == "ndjson"
+        else SSEDecoder(backend.max_event_bytes)
+    )
     lift = backend._lift_usage
     grace = backend.timeouts.finish_grace
     for data in http.iter_bytes(backend.max_response_bytes):
@@ -264,8 +288,9 @@ def _publish(
     """One read's effect on the Response: the finish stamp, the fields, the chunks."""
     if not finished_before and acc.finish_reason is not None:
         # Recorded, not acted on: read on for the usage frame, but not forever.
-        reason = acc.finish_reason
-        response._record(finish_reason=reason, provider_finish_reason=reason)
+        response._record(
+            finish_reason=acc.finish_reason, provider_finish_reason=acc.provider_reason
+        )
         exchange.schedule_abort(grace, "grace")
     _sync(response, acc)
     response._publish(chunks)
@@ -279,7 +304,9 @@ def _sync(response: Response, acc: Accumulator) -> None:
     if response.dropped_frames != acc.dropped:
         response.dropped_frames = acc.dropped
     if acc.finish_reason is not None and response.provider_finish_reason is None:
-        response._record(finish_reason=acc.finish_reason, provider_finish_reason=acc.finish_reason)
+        response._record(
+            finish_reason=acc.finish_reason, provider_finish_reason=acc.provider_reason
+        )
 
 
 # -- the exchange -------------------------------------------------------------------
@@ -313,11 +340,14 @@ def _note_headers(response: Response, http: TransportResponse) -> None:
     response._content_type = http.headers.get("Content-Type")
 
 
-def _is_event_stream(http: TransportResponse) -> bool:
+def _is_stream(http: TransportResponse, framing: Framing) -> bool:
+    """True when a 2xx answer is framed as a stream, not one whole JSON body."""
     content_type = http.headers.get("Content-Type", "").lower()
     if http.status_code >= 400:
         return False
-    return "json" not in content_type or "event-stream" in content_type
+    if "json" not in content_type or "event-stream" in content_type:
+        return True
+    return framing == "ndjson" and "ndjson" in content_type
 
 
 def _excerpt(text: str, limit: int = 200) -> str:

@@ -102,9 +102,11 @@ def settle(
     if verdict.cancelled:
         return
     if verdict.finished:
-        decided = decide_finish(backend, response, acc.finish_reason)
+        decided = decide_finish(backend, response, acc.finish_reason, acc.provider_reason)
         reason, verdict = judge_reason(decided, bool(acc.tool_calls))
-        response._record(finish_reason=reason, provider_finish_reason=acc.finish_reason)
+        response._record(finish_reason=reason, provider_finish_reason=acc.provider_reason)
+        if acc.parts:
+            response.reasoning_parts = list(acc.parts)
         if verdict.error_class is None:
             run_hook(backend, response, on_complete)
             return
@@ -124,9 +126,15 @@ def run_hook(backend: OpenAICommon, response: Response, on_complete: OnComplete)
     response._settle()
 
 
-def decide_finish(backend: OpenAICommon, response: Response, reason: str | None) -> str | None:
-    """Run `_reconcile_finish_reason` once; a hook that raises keeps `reason`."""
-    response.provider_finish_reason = reason
+def decide_finish(
+    backend: OpenAICommon, response: Response, reason: str | None, provider: str | None = None
+) -> str | None:
+    """Run `_reconcile_finish_reason` once; a hook that raises keeps `reason`.
+
+    `reason` is in OpenAI's names (the dialect mapped it); `provider` is the
+    wire value when it differs.
+    """
+    response.provider_finish_reason = provider or reason
     if reason is None:
         return None
     try:

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from ..dialects.base import Dialect
+from ..dialects.openai_chat import OpenAIChat, OpenAIText
 from ..errors import InvalidTypeError
 from ..messages import (
     Message,
@@ -101,6 +103,10 @@ class OpenAICommon(Hooks):
     (`llmchat.tokens.TokenCounter` uses it when given a backend)."""
     response_class: ClassVar[type[Response]] = Response
     """The `Response` class the default `make_response`/`make_stream_response` build."""
+    dialect: ClassVar[type[Dialect]] = OpenAIChat
+    """The wire dialect the chat verbs decode (`llmchat.dialects`)."""
+    text_dialect: ClassVar[type[Dialect] | None] = OpenAIText
+    """The wire dialect of text completions; None when the server has none."""
     abort_path: ClassVar[str | None] = None
     """A route at the server root POSTed (best effort, in the background) after a
     cancel, for servers that keep generating after a hang-up; None: no abort."""
@@ -242,7 +248,12 @@ class OpenAICommon(Hooks):
 
     def wire_message_hashes(self, messages: Iterable[MessageLike]) -> list[dict[str, Any]]:
         """Return the `messages` member of a chat body: new dicts, normalized."""
-        return [message.to_dict() for message in self.normalized_messages(messages)]
+        out = []
+        for message in self.normalized_messages(messages):
+            wire = message.to_dict()
+            wire.pop("reasoning_parts", None)  # another dialect's; not OpenAI's shape
+            out.append(wire)
+        return out
 
     # -- request assembly ---------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from .openai_chat import Delta, decode_chat, decode_text
+from .base import Delta, Dialect
+from .openai_chat import OpenAIChat, OpenAIText, decode_chat, decode_text
 
-__all__ = ["Delta", "decode_chat", "decode_text"]
+__all__ = ["Delta", "Dialect", "OpenAIChat", "OpenAIText", "decode_chat", "decode_text"]

@@ -13,14 +13,16 @@ delta and nothing else), so the hot path allocates nothing but the Chunk.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from ..messages import content_text
 from ..tools import ToolCall
+from .base import Delta, Dialect, inband_error, is_count
 
 __all__ = [
     "Delta",
+    "OpenAIChat",
+    "OpenAIText",
     "decode_chat",
     "decode_text",
     "inband_error",
@@ -32,45 +34,9 @@ _PLAIN_DELTA: Final = frozenset({"role", "content"})
 _TEXT_PARTS: Final = (None, "text", "output_text")
 
 
-@dataclass(slots=True)
-class Delta:
-    """What one payload adds, in no dialect's spelling; every field empty when absent."""
-
-    text: str = ""
-    """Answer text."""
-    thinking: str = ""
-    """Reasoning text (``reasoning_content``, ``reasoning``, ``thinking`` content parts)."""
-    refusal: str = ""
-    """Refusal text."""
-    fragments: list[Any] | None = None
-    """A stream delta's ``tool_calls`` fragments, for `ToolCallAssembler`; None when none."""
-    calls: list[ToolCall] | None = None
-    """A blocking message's tool calls, whole; None when none."""
-    finish_reason: str | None = None
-    """The provider's finish reason, verbatim; None for none (``""``/``"null"`` too)."""
-    error: str | None = None
-    """An in-band provider error (top level, else the choice's); None when none."""
-    citations: list[Any] | None = None
-    """Top-level ``citations``; None when absent."""
-    choice: bool = False
-    """True when the payload had a choice 0 (a usage-only frame has none)."""
-    whole: bool = False
-    """True when the choice carried a whole ``message`` (a blocking body), not a ``delta``."""
-
-
 def no_finish(reason: Any) -> bool:
     """True when `reason` means "no finish yet": None, ``""`` or the string ``"null"``."""
     return reason is None or reason == "" or reason == "null"
-
-
-def inband_error(error: Any) -> str | None:
-    """The message of a provider's in-band `error` value; None when there is none."""
-    if not error:  # None, False, "" and {} all mean "no error"
-        return None
-    if isinstance(error, Mapping):
-        message = error.get("message")
-        return str(message) if message else str(dict(error))
-    return str(error)
 
 
 # Frames come from json.loads, so exact `dict`/`list`/`str` checks are enough
@@ -234,7 +200,7 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
         return fields
     fields["usage"] = dict(usage)
     for key in _USAGE_KEYS:
-        if _is_count(usage.get(key)):
+        if is_count(usage.get(key)):
             fields[key] = usage[key]
     cached = _detail(usage, "prompt_tokens_details", "cached_tokens")
     if cached is not None:
@@ -247,10 +213,30 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 def _detail(usage: Mapping[str, Any], block: str, key: str) -> int | None:
     details = usage.get(block)
-    if isinstance(details, Mapping) and _is_count(details.get(key)):
+    if isinstance(details, Mapping) and is_count(details.get(key)):
         return int(details[key])
     return None
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+class OpenAIChat(Dialect):
+    """The chat-completions dialect (``chat.completion`` / ``chat.completion.chunk``)."""
+
+    name: ClassVar[str] = "openai"
+    done_marker: ClassVar[str | None] = "[DONE]"
+
+    def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
+        return decode_chat(payload)
+
+    @staticmethod
+    def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
+        if "usage" not in payload:  # most stream frames: only the model to take
+            model = payload.get("model")
+            return {"model": model} if type(model) is str and model else {}
+        return usage_fields(payload)
+
+
+class OpenAIText(OpenAIChat):
+    """The text-completions dialect (``choices[0].text``, streamed or whole)."""
+
+    def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
+        return decode_text(payload)

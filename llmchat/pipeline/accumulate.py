@@ -21,31 +21,36 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from ..chunk import Chunk
-from ..dialects.openai_chat import Delta, decode_chat, decode_text, usage_fields
+from ..dialects.base import Delta, Dialect
+from ..dialects.openai_chat import OpenAIChat, OpenAIText
 from ..sse import SSEEvent
 from ..tools import ToolCall, ToolCallAssembler
 
 __all__ = ["DONE", "Accumulator"]
 
 DONE: Final = "[DONE]"
-_NO_USAGE: Final[dict[str, Any]] = {}
 
 
 class Accumulator:
     """The state of one completion, advanced one payload at a time."""
 
-    def __init__(self, kind: str = "chat", *, keep_raw: bool = True) -> None:
-        self.kind = kind
-        self._decode: Callable[[Mapping[str, Any]], str | Delta] = (
-            decode_text if kind == "text" else decode_chat
-        )
+    def __init__(self, dialect: str | Dialect = "chat", *, keep_raw: bool = True) -> None:
+        if isinstance(dialect, str):  # the OpenAI dialects by kind, as before
+            dialect = OpenAIText() if dialect == "text" else OpenAIChat()
+        self.dialect = dialect
+        """The decoder of this completion's wire dialect (stateful: one per completion)."""
+        self._decode: Callable[..., str | Delta] = dialect.decode
+        self._usage = dialect.usage_fields
+        self._done_marker = dialect.done_marker
         self.keep_raw = keep_raw
         """Whether each Chunk keeps its decoded payload as `raw` (memory: ~1 KB a frame)."""
         self.assembler = ToolCallAssembler()
         self.finish_reason: str | None = None
-        """The provider's finish reason exactly as it arrived; None until it does."""
+        """The finish reason in OpenAI's names as the dialect mapped it; None until it comes."""
+        self.provider_reason: str | None = None
+        """The provider's own finish value, verbatim; None until it comes."""
         self.done = False
-        """True once ``data: [DONE]`` arrived."""
+        """True once the dialect's explicit end arrived (``[DONE]``, ``message_stop`` …)."""
         self.error: str | None = None
         """The first in-band provider error; None when there was none."""
         self.dropped = 0
@@ -65,6 +70,8 @@ class Accumulator:
         """True once a payload had a choice 0 (a blocking body without one is unusable)."""
         self.payload: dict[str, Any] | None = None
         """The JSON object the last event carried; None for comments, [DONE], drops."""
+        self.parts: list[dict[str, Any]] = []
+        """Opaque reasoning parts (thinking blocks with signatures …), in order."""
 
     @property
     def finished(self) -> bool:
@@ -88,7 +95,8 @@ class Accumulator:
             return []
         if not data:
             return []  # WHATWG: an event whose data is empty is not dispatched
-        if len(data) < 16 and data.strip() == DONE:
+        marker = self._done_marker
+        if marker is not None and len(data) < 16 and data.strip() == marker:
             return self.mark_done()
         try:
             payload = _parse_json(data)
@@ -110,7 +118,7 @@ class Accumulator:
             self.undecodable += 1
 
     def mark_done(self) -> list[Chunk]:
-        """``[DONE]``: the provider says it is finished.
+        """The dialect's explicit end (``[DONE]`` …): the provider says it is finished.
 
         With no finish reason sent, what a finish chunk would have carried is
         handed out here on a final chunk with no finish reason (spec case 1):
@@ -131,7 +139,7 @@ class Accumulator:
             pid = payload.get("id")
             if type(pid) is str and pid:
                 self.id = pid
-        delta = self._decode(payload)
+        delta = self._decode(payload, whole=whole)
         if type(delta) is str:
             if not delta or self.finish_reason is not None:
                 return []
@@ -141,26 +149,38 @@ class Accumulator:
         return self._delta(payload, cast(Delta, delta), whole)
 
     def _delta(self, payload: Mapping[str, Any], delta: Delta, whole: bool) -> list[Chunk]:
+        chunks = self._apply(payload, delta, whole)
+        if delta.end and not self.done:
+            chunks += self.mark_done()
+        return chunks
+
+    def _apply(self, payload: Mapping[str, Any], delta: Delta, whole: bool) -> list[Chunk]:
         if delta.error is not None and self.error is None:
             self.error = delta.error
-        usage = usage_fields(payload) if "usage" in payload else _NO_USAGE
+        if delta.id is not None and self.id is None:
+            self.id = delta.id
+        usage = self._usage(payload)
+        has_usage = "usage" in usage
         if self.finish_reason is not None or not delta.choice:
-            if whole or "usage" not in usage:
+            if whole or not has_usage:
                 return []
-            return [self._usage_chunk(payload, usage)]
+            return [self._usage_chunk(payload, usage, delta.model)]
         self.saw_choice = True
         if delta.citations is not None:
             self.citations = delta.citations
+        if delta.parts:
+            self.parts.extend(delta.parts)
         landed = self._tool_calls(delta)
         reason = delta.finish_reason
         if reason is not None:
             self.finish_reason = reason
+            self.provider_reason = delta.provider_reason or reason
             landed += self.assembler.finish()
         self.tool_calls.extend(landed)
         final = whole or reason is not None
-        if not (delta.text or delta.thinking or delta.refusal or landed or final or usage):
+        if not (delta.text or delta.thinking or delta.refusal or landed or final or has_usage):
             return []
-        model = payload.get("model")
+        model = delta.model or payload.get("model")
         return [
             Chunk(
                 delta.text,
@@ -187,8 +207,10 @@ class Accumulator:
             return list(delta.calls)
         return []
 
-    def _usage_chunk(self, payload: Mapping[str, Any], usage: dict[str, Any]) -> Chunk:
-        model = payload.get("model")
+    def _usage_chunk(
+        self, payload: Mapping[str, Any], usage: dict[str, Any], model: str | None
+    ) -> Chunk:
+        model = model or payload.get("model")
         return Chunk(
             content="",
             raw=_raw(payload) if self.keep_raw else None,

@@ -1,0 +1,109 @@
+"""What every wire dialect shares: the neutral `Delta` and the `Dialect` decoder base.
+
+Pure, no I/O (ARCHITECTURE: dialects). A dialect turns one wire payload (a
+stream event's JSON, an NDJSON line, or a whole blocking body) into one
+`Delta` in no dialect's spelling; `llmchat.pipeline.accumulate` applies the
+deltas and the judge decides the ending. A new wire dialect is a `Dialect`
+subclass (and a request builder); nothing downstream changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeAlias
+
+from ..tools import ToolCall
+
+__all__ = ["Delta", "Dialect", "Framing", "inband_error", "is_count"]
+
+Framing: TypeAlias = Literal["sse", "ndjson"]
+
+
+@dataclass(slots=True)
+class Delta:
+    """What one payload adds, in no dialect's spelling; every field empty when absent."""
+
+    text: str = ""
+    """Answer text."""
+    thinking: str = ""
+    """Reasoning text (``reasoning_content``, ``thinking_delta``, thought parts …)."""
+    refusal: str = ""
+    """Refusal text."""
+    fragments: list[Any] | None = None
+    """OpenAI stream ``tool_calls`` fragments, for `ToolCallAssembler`; None when none."""
+    calls: list[ToolCall] | None = None
+    """Tool calls that arrived whole (a blocking message, a finished block); None when none."""
+    finish_reason: str | None = None
+    """The finish reason in OpenAI's names (``stop``, ``length``, ``tool_calls``,
+    ``content_filter``), or the provider's own value when it has no such name."""
+    provider_reason: str | None = None
+    """The provider's own finish value when it differs from `finish_reason`; None: the same."""
+    error: str | None = None
+    """An in-band provider error message; None when none."""
+    citations: list[Any] | None = None
+    """Citations this payload carries (replacing earlier ones); None when absent."""
+    choice: bool = False
+    """True when the payload was part of the answer (not only usage or bookkeeping)."""
+    whole: bool = False
+    """True when the payload was a whole answer (a blocking body), not a stream delta."""
+    end: bool = False
+    """True when the payload is the dialect's explicit end of stream (``message_stop``,
+    ``response.completed``, ``done: true``); the OpenAI ``[DONE]`` is not JSON and is
+    seen by the accumulator itself."""
+    parts: list[dict[str, Any]] | None = None
+    """Opaque reasoning parts to send back on the next request (a thinking block with
+    its signature, a thought signature); None when none."""
+    model: str | None = None
+    """The model, where the dialect nests it (else the payload's ``model`` is read)."""
+    id: str | None = None
+    """The completion id, where the dialect nests it (else the payload's ``id``)."""
+
+
+class Dialect:
+    """One completion's decoder for one wire dialect; a fresh instance per completion.
+
+    Subclasses implement `decode` and `usage_fields`; a decoder may keep state
+    between payloads (an Anthropic content block being assembled), so it must
+    never be shared between completions. Must not raise on any JSON object.
+    """
+
+    name: ClassVar[str] = ""
+    """The dialect's name in messages and `reasoning_parts` (``"anthropic"`` …)."""
+    framing: ClassVar[Framing] = "sse"
+    """How a streamed body is framed."""
+    done_marker: ClassVar[str | None] = None
+    """A non-JSON event that ends the stream (OpenAI's ``[DONE]``); None: none."""
+    derives_total: ClassVar[bool] = False
+    """True when the dialect never reports a total, so prompt + completion is it."""
+    array_body: ClassVar[bool] = False
+    """True when a blocking body may be a JSON array of stream payloads (Gemini)."""
+
+    def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
+        """One payload as a `Delta` (or the answer text alone for a plain frame)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The Response usage fields `payload` reports, in OpenAI's names.
+
+        Keys: ``usage`` (the provider's raw block), ``prompt_tokens``,
+        ``completion_tokens``, ``total_tokens``, ``cached_tokens``,
+        ``reasoning_tokens``, ``model``; absent ones left out, 0 kept.
+        """
+        raise NotImplementedError
+
+
+def inband_error(error: Any) -> str | None:
+    """The message of a provider's in-band `error` value; None when there is none."""
+    if not error:  # None, False, "" and {} all mean "no error"
+        return None
+    if isinstance(error, Mapping):
+        message = error.get("message")
+        return str(message) if message else str(dict(error))
+    return str(error)
+
+
+def is_count(value: Any) -> bool:
+    """True for a token count: a non-negative int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
