@@ -83,6 +83,10 @@ def text_request(
     stream: bool,
 ) -> WireRequest:
     """The text-completion request for `OpenAICommon.prepare_text_request`."""
+    if backend.text_dialect is None:
+        raise InvalidArgumentError(
+            f"{type(backend).__name__} has no text completions; use chat_completion"
+        )
     if backend.template is None:
         raise InvalidArgumentError(
             "text completions need a prompt template: pass template=… to the backend "
