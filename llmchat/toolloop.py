@@ -167,18 +167,21 @@ class ToolLoop:
             calls = list(response.tool_calls)
             if not calls or not offer_tools:
                 # Tool calls made without tools on offer are left on the Response, unrun.
-                self.messages.append(Message("assistant", response.msg))
+                turn = response.to_message()  # keeps the dialect's reasoning parts
+                self.messages.append(
+                    dataclasses.replace(turn, content=response.msg, tool_calls=None)
+                )
                 return
             rounds += 1
             calls = [
                 call if call.id else dataclasses.replace(call, id=f"call_{rounds}_{index}")
                 for index, call in enumerate(calls)
             ]
+            # The turn as the dialect gave it (reasoning parts included: Anthropic
+            # refuses a tool result whose call lost its thinking block), with ids.
             self.messages.append(
-                Message(
-                    "assistant",
-                    content=response.msg or None,
-                    tool_calls=[call.to_openai() for call in calls],
+                dataclasses.replace(
+                    response.to_message(), tool_calls=[call.to_openai() for call in calls]
                 )
             )
             reason: str | None = None
