@@ -2,7 +2,8 @@
 
 `accumulate.Accumulator` applies a dialect's deltas to a stream's state and
 emits `Chunk`s; `judge.judge` turns a typed `Ending` and that state into the
-one `Verdict`. The runners that own the exchange live in
+one `Verdict`; `think_tags.ThinkTagFilter` splits reasoning written inline
+between think tags from the answer. The runners that own the exchange live in
 `llmchat.backends._runners` (they need the transport and the backend's hooks,
 which this package does not import).
 """
@@ -11,5 +12,14 @@ from __future__ import annotations
 
 from .accumulate import Accumulator
 from .judge import Ending, Verdict, judge, judge_finish, judge_reason
+from .think_tags import ThinkTagFilter
 
-__all__ = ["Accumulator", "Ending", "Verdict", "judge", "judge_finish", "judge_reason"]
+__all__ = [
+    "Accumulator",
+    "Ending",
+    "ThinkTagFilter",
+    "Verdict",
+    "judge",
+    "judge_finish",
+    "judge_reason",
+]
