@@ -118,6 +118,7 @@ def base_init_kwargs(backend: Any) -> dict[str, Any]:
         "max_response_bytes": backend.max_response_bytes,
         "max_event_bytes": backend.max_event_bytes,
         "keep_raw": backend.keep_raw,
+        "think_tags": backend.think_tags,
         "session": backend.session,
         "pool_size": backend.pool_size,
         "transport": backend.transport,

@@ -111,7 +111,7 @@ def complete_body(
 
 def new_accumulator(backend: OpenAICommon, kind: str, *, keep_raw: bool) -> Accumulator:
     """The accumulator of one completion, with a fresh decoder of the backend's dialect."""
-    return Accumulator(backend._dialect(kind), keep_raw=keep_raw)
+    return Accumulator(backend._dialect(kind), keep_raw=keep_raw, think_tags=backend.think_tags)
 
 
 def _read_body(
@@ -255,7 +255,10 @@ def pump(
         if acc.done:
             return CANCELLED_ENDING if exchange.aborted == "cancel" else DONE_ENDING
     finished = acc.finish_reason is not None
-    _publish(response, acc, exchange, grace, _apply(decoder.flush(), acc, response, lift), finished)
+    chunks = _apply(decoder.flush(), acc, response, lift)
+    if not acc.done and acc.finish_reason is None:
+        chunks += acc.flush_text()  # the body ended mid-answer: keep what the filter held
+    _publish(response, acc, exchange, grace, chunks, finished)
     if acc.done and exchange.aborted != "cancel":
         return DONE_ENDING
     # A body that ends after an abort is never a clean end.

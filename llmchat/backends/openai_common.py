@@ -24,6 +24,7 @@ from ..messages import (
     SystemMessageMode,
     normalize_messages,
 )
+from ..pipeline.think_tags import ThinkTags
 from ..probe import _is_positive_int as _is_positive_int  # koboldcpp imports it from here
 from ..response import Response
 from ..settings import Settings
@@ -80,9 +81,15 @@ class OpenAICommon(Hooks):
        `_on_blocking_complete(response)` / `_on_stream_complete(response)`
        call it by default; override those only to tell the modes apart.
 
-    Static provider differences are class attributes: `response_class`,
+    Static provider differences are class attributes: `dialect` and
+    `text_dialect` (the wire decoders, `llmchat.dialects`), `response_class`,
     `send_include_usage`, `setting_field_names` (see `Settings.to_body`),
     `chat_path`, `text_path`, `probe_source`, `tokenize_route`, `abort_path`.
+    `_dialect(kind)` builds the decoder of one completion from them.
+
+    `think_tags=True` (or an ``(open, close)`` pair, or a `ThinkTags`) moves
+    text a model writes between ``<think>`` and ``</think>`` from `msg` to
+    `reasoning_text`, in both modes and across any chunk split.
 
     `clone()` needs no override: a subclass's own constructor arguments are
     recorded when it is built (the outermost call, defaults applied) and the
@@ -138,6 +145,7 @@ class OpenAICommon(Hooks):
         max_response_bytes: int | None = 64 * 2**20,
         max_event_bytes: int | None = 8 * 2**20,
         keep_raw: bool = False,
+        think_tags: bool | tuple[str, str] | ThinkTags | None = False,
         session: Any = None,
         pool_size: int = DEFAULT_POOL_SIZE,
         transport: Transport | None = None,
@@ -180,6 +188,8 @@ class OpenAICommon(Hooks):
         """Bytes one SSE event (or one line being buffered) may have; None: no limit."""
         self.keep_raw = keep_raw
         """Whether streamed Chunks keep their decoded event as `Chunk.raw`."""
+        self.think_tags: ThinkTags | None = ThinkTags.of(think_tags)
+        """Inline think tags split out of the answer into `thinking`; None when off."""
         self.session = session
         self.pool_size = pool_size
         self.transport = transport

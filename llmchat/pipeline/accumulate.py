@@ -25,6 +25,7 @@ from ..dialects.base import Delta, Dialect
 from ..dialects.openai_chat import OpenAIChat, OpenAIText
 from ..sse import SSEEvent
 from ..tools import ToolCall, ToolCallAssembler
+from .think_tags import ThinkTags
 
 __all__ = ["DONE", "Accumulator"]
 
@@ -34,7 +35,13 @@ DONE: Final = "[DONE]"
 class Accumulator:
     """The state of one completion, advanced one payload at a time."""
 
-    def __init__(self, dialect: str | Dialect = "chat", *, keep_raw: bool = True) -> None:
+    def __init__(
+        self,
+        dialect: str | Dialect = "chat",
+        *,
+        keep_raw: bool = True,
+        think_tags: ThinkTags | None = None,
+    ) -> None:
         if isinstance(dialect, str):  # the OpenAI dialects by kind, as before
             dialect = OpenAIText() if dialect == "text" else OpenAIChat()
         self.dialect = dialect
@@ -42,6 +49,8 @@ class Accumulator:
         self._decode: Callable[..., str | Delta] = dialect.decode
         self._usage = dialect.usage_fields
         self._done_marker = dialect.done_marker
+        self._think = None if think_tags is None else think_tags.new_filter()
+        """Splits inline ``<think>`` text out of the answer; None when off."""
         self.keep_raw = keep_raw
         """Whether each Chunk keeps its decoded payload as `raw` (memory: ~1 KB a frame)."""
         self.assembler = ToolCallAssembler()
@@ -127,11 +136,25 @@ class Accumulator:
         self.done = True
         if self.finish_reason is not None:
             return []
+        held = self.flush_text()
         landed = self.assembler.finish() if self.assembler.pending else []
         if not landed and self.citations is None:
-            return []
+            return held
         self.tool_calls.extend(landed)
-        return [Chunk("", None, True, None, None, landed or None, self.citations)]
+        return [*held, Chunk("", None, True, None, None, landed or None, self.citations)]
+
+    def flush_text(self) -> list[Chunk]:
+        """The text the think-tag filter still holds, as a chunk (none when nothing is held).
+
+        Called at the end of the answer (the finish, the explicit end, the end
+        of the body) so that no text is lost.
+        """
+        if self._think is None:
+            return []
+        content, thinking = self._think.flush()
+        if not content and not thinking:
+            return []
+        return [Chunk(content, thinking=thinking or None)]
 
     def feed_payload(self, payload: Mapping[str, Any], *, whole: bool = False) -> list[Chunk]:
         """Return the chunks one decoded payload produces; `whole` for a blocking body."""
@@ -145,6 +168,19 @@ class Accumulator:
                 return []
             model = payload.get("model")
             raw = cast("dict[str, Any]", payload) if self.keep_raw else None
+            if self._think is not None:
+                content, thinking = self._think.feed(delta)
+                if not content and not thinking:
+                    return []
+                return [
+                    Chunk(
+                        content,
+                        raw,
+                        False,
+                        model if type(model) is str else None,
+                        thinking=thinking or None,
+                    )
+                ]
             return [Chunk(delta, raw, False, model if type(model) is str else None)]
         return self._delta(payload, cast(Delta, delta), whole)
 
@@ -178,19 +214,26 @@ class Accumulator:
             landed += self.assembler.finish()
         self.tool_calls.extend(landed)
         final = whole or reason is not None
-        if not (delta.text or delta.thinking or delta.refusal or landed or final or has_usage):
+        text, thinking = delta.text, delta.thinking
+        if self._think is not None:
+            text, inline = self._think.feed(text) if text else ("", "")
+            if final:
+                rest, more = self._think.flush()
+                text, inline = text + rest, inline + more
+            thinking += inline
+        if not (text or thinking or delta.refusal or landed or final or has_usage):
             return []
         model = delta.model or payload.get("model")
         return [
             Chunk(
-                delta.text,
+                text,
                 _raw(payload) if self.keep_raw else None,
                 final,
                 model if type(model) is str else None,
                 reason,
                 landed or None,
                 self.citations if final else None,
-                delta.thinking or None,
+                thinking or None,
                 delta.refusal or None,
                 usage.get("usage"),
                 usage.get("cached_tokens"),

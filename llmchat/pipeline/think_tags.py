@@ -14,9 +14,12 @@ dialect's decoder, on content deltas only.
 
 from __future__ import annotations
 
-from ..errors import InvalidArgumentError
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["ThinkTagFilter"]
+from ..errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["ThinkTagFilter", "ThinkTags"]
 
 
 class ThinkTagFilter:
@@ -184,4 +187,51 @@ def _check_tags(open_tag: str, close_tag: str) -> None:
         raise InvalidArgumentError(
             f"think_tags: one of {open_tag!r} and {close_tag!r} contains the other;"
             " a tag must not be part of the other tag"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkTags:
+    """A backend's `think_tags` setting: which tags, and where the output starts.
+
+    `starts_inside=False` (the default) streams content at once, for models
+    that write ``<think>`` themselves (Qwen3, QwQ); True when the prompt
+    already opened the block (DeepSeek-R1 templates); None lets the first
+    tag decide (nothing streams until a tag or the end).
+    """
+
+    open_tag: str = "<think>"
+    close_tag: str = "</think>"
+    starts_inside: bool | None = False
+
+    def __post_init__(self) -> None:
+        _check_tags(self.open_tag, self.close_tag)
+        if self.starts_inside is not None and not isinstance(self.starts_inside, bool):
+            raise InvalidTypeError(
+                f"think_tags: starts_inside must be a bool or None, got {self.starts_inside!r}"
+            )
+
+    def new_filter(self) -> ThinkTagFilter:
+        """A fresh filter for one completion."""
+        return ThinkTagFilter(self.open_tag, self.close_tag, starts_inside=self.starts_inside)
+
+    @classmethod
+    def of(cls, value: Any) -> ThinkTags | None:
+        """A backend's `think_tags` argument as a ThinkTags, or None when off.
+
+        Takes False/None (off), True (``<think>``/``</think>``), a
+        ``(open, close)`` pair, or a ThinkTags; anything else raises a
+        `TypeError` naming `think_tags`.
+        """
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if isinstance(value, ThinkTags):
+            return value
+        if isinstance(value, tuple) and len(value) == 2:
+            return cls(value[0], value[1])
+        raise InvalidTypeError(
+            "think_tags must be a bool, an (open, close) pair of strings or a ThinkTags, "
+            f"got {type(value).__name__}"
         )
