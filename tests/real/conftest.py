@@ -98,6 +98,25 @@ def strict_server(
     yield from _serve(binary, model, args, tmp_path_factory, "strict")
 
 
+# The pinned server's `tool_choice: "required"` grammar lets free text come before the
+# call, up to the format's marker (Qwen 2.5/Hermes `<tool_call>`, Llama 3.x `{`, Mistral
+# Nemo `[TOOL_CALLS]`), and the random model writes words forever. Command R+'s format is
+# the exception: its text must open with `<|CHATBOT_TOKEN|>`, so the grammar offers only
+# that or `Action:`, whose first token ` Action` is a word the model prefers, and the call
+# follows, constrained. It closes a string value at once, and with `parallel_tool_calls:
+# false` the grammar ends after one call, so the answer ends `tool_calls`. Its prompt is
+# ~540 tokens of the slot's 1024.
+TOOLS_TEMPLATE = "CohereForAI-c4ai-command-r-plus-tool_use.jinja"
+
+
+@pytest.fixture(scope="session")
+def tools_server(
+    binary: str, model: Path, template_file: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    args = ["--jinja", "--chat-template-file", str(template_file(TOOLS_TEMPLATE))]
+    yield from _serve(binary, model, args, tmp_path_factory, "tools")
+
+
 def wait_until(predicate: Any, timeout: float, interval: float = 0.02) -> bool:
     """Poll `predicate` until it is true or `timeout` passes; the server has no event to wait on."""
     deadline = time.monotonic() + timeout

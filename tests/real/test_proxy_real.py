@@ -173,58 +173,29 @@ def test_anthropic_ends_at_max_tokens_with_the_servers_counts(server, proxy, str
     assert (event["input_tokens"], event["output_tokens"]) == (direct.prompt_tokens, N)
 
 
-def test_anthropic_tool_choice_any_gives_a_tool_use(strict_server: LlamaServer):
+def test_anthropic_tool_choice_any_gives_a_tool_use(tools_server: LlamaServer):
     """`tool_choice: any` travels as OpenAI `required`; a server that constrains to it
-    must come back through the proxy as a `tool_use` block."""
-    openai_tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": t["name"],
-                "description": t["description"],
-                "parameters": t["input_schema"],
-            },
-        }
-        for t in TOOLS
-    ]
+    must come back through the proxy as a `tool_use` block. `disable_parallel_tool_use`
+    travels as `parallel_tool_calls: false`, without which the grammar lets the random
+    model start a second call and run out of tokens in it."""
     messages = [{"role": "user", "content": "Weather in Paris?"}]
-    probe = requests.post(
-        f"{strict_server.url}/chat/completions",
-        json={
-            "messages": messages,
-            "tools": openai_tools,
-            "tool_choice": "required",
-            "max_tokens": 64,
-            "temperature": 0,
-        },
-        timeout=WAIT,
-    )
-    probe.raise_for_status()
-    choice = probe.json()["choices"][0]
-    if not choice["message"].get("tool_calls"):
-        pytest.skip(
-            "this llama-server build (--jinja, Mistral-Nemo template, 'chat format: "
-            "peg-native') ignores tool_choice='required': a direct request got "
-            f"finish_reason={choice['finish_reason']!r}, free text and no tool_calls (no "
-            "grammar in its sampler chain), so the random model never writes a tool call"
-        )
-    with _upstream(strict_server) as upstream, running_proxy(upstream) as url:
+    with _upstream(tools_server) as upstream, running_proxy(upstream) as url:
         client = _anthropic(url)
         kwargs: dict[str, Any] = dict(
             model="tiny",
             max_tokens=64,
             messages=messages,
             tools=TOOLS,
-            tool_choice={"type": "any"},
+            tool_choice={"type": "any", "disable_parallel_tool_use": True},
             extra_body=GREEDY,
         )
         created = client.messages.create(**kwargs)
         with client.messages.stream(**kwargs) as s:
             streamed = s.get_final_message()
     for message in (created, streamed):
-        uses = [b for b in message.content if b.type == "tool_use"]
-        assert uses and all(b.name == "get_weather" for b in uses)
-        assert all(isinstance(b.input, dict) for b in uses)
+        [use] = [b for b in message.content if b.type == "tool_use"]
+        assert use.name == "get_weather" and use.id
+        assert isinstance(use.input, dict) and "city" in use.input
         assert message.stop_reason == "tool_use"
     assert [b.input for b in streamed.content if b.type == "tool_use"] == [
         b.input for b in created.content if b.type == "tool_use"
