@@ -235,9 +235,13 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     for key, name in _USAGE_KEYS:
         if is_count(usage.get(key)):
             fields[name] = usage[key]
-    counts = [usage.get(key) for key in ("candidatesTokenCount", "thoughtsTokenCount")]
-    if any(is_count(count) for count in counts):
-        fields["completion_tokens"] = sum(int(count) for count in counts if is_count(count))
+    counts: list[int] = [
+        usage[key]
+        for key in ("candidatesTokenCount", "thoughtsTokenCount")
+        if is_count(usage.get(key))
+    ]
+    if counts:
+        fields["completion_tokens"] = sum(counts)
     return fields
 
 
