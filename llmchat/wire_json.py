@@ -21,9 +21,10 @@ Schemas are recognised only where a body of some dialect carries them:
 ``output_format.schema``; the Responses API's ``tools[*].parameters`` and
 ``text.format.schema``; Ollama's ``format``; Gemini's
 ``tools[*].functionDeclarations[*].parameters`` (or ``parametersJsonSchema``)
-and ``generationConfig.responseSchema`` (or ``responseJsonSchema``). Everything else — ``messages`` in full, and the
-values of ``const``, ``default``, ``enum``, ``examples`` inside a schema — is
-data, emitted with sorted members and never read as a schema.
+and ``generationConfig.responseSchema`` (or ``responseJsonSchema``).
+Everything else — ``messages`` in full, and the values of ``const``,
+``default``, ``enum``, ``examples`` inside a schema — is data, emitted with
+sorted members and never read as a schema.
 """
 
 from __future__ import annotations
