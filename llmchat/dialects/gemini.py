@@ -46,7 +46,7 @@ unknown reasons)."""
 CALL_ID_PREFIX: Final = "gemini-call-"
 """Gemini sends no call id (unless ``functionCall.id`` is set): llmchat numbers the
 calls of one completion ``gemini-call-0``, ``gemini-call-1`` … in order, the same
-in both modes. The request builder sends such an id back nowhere."""
+in both modes. No call id is sent back to Gemini (it pairs by name and order)."""
 
 
 class Gemini(Dialect):
