@@ -109,8 +109,8 @@ def _media(url: str, where: str) -> dict[str, Any]:
             raise InvalidArgumentError(f"{where} must be data:<type>;base64,<data>")
         return {"inlineData": {"mimeType": mime, "data": data}}
     if url.startswith(("https://", "http://", "gs://")):
-        mime, _ = mimetypes.guess_type(url.partition("?")[0])
-        file_data = {"mimeType": mime, "fileUri": url} if mime else {"fileUri": url}
+        guessed, _ = mimetypes.guess_type(url.partition("?")[0])
+        file_data = {"mimeType": guessed, "fileUri": url} if guessed else {"fileUri": url}
         return {"fileData": file_data}
     raise InvalidArgumentError(f"{where} must be a data: or http(s) URL, got {url[:40]!r}")
 
