@@ -41,7 +41,15 @@ _PERCENT: Final = re.compile("%[0-9A-F]{2}")
 
 
 SENSITIVE_HEADERS: Final = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",  # Gemini
+        "cookie",
+        "set-cookie",
+    }
 )
 
 

@@ -23,6 +23,7 @@ EXPECTED = {
     "text_completion_llama3.py": b"answer: Paris is the capital of France.",
     "tool_loop.py": "final: It is 18°C in Paris.".encode(),
     "fallback_chain.py": b"answer: Paris. (from loopback)",
+    "gemini_chat.py": "It is 18°C in Paris.\nthinking: 'The tool says 18.'".encode(),
     "ollama_face.py": (
         b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]"
     ),
@@ -39,7 +40,8 @@ def test_example_runs(path: object) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("LLMCHAT_") and k != "OPENROUTER_API_KEY"
+        if not k.startswith("LLMCHAT_")
+        and k not in ("OPENROUTER_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
     }
     # The checkout under test, not whichever llmchat the interpreter has installed.
     root = str(Path(__file__).resolve().parent.parent)

@@ -167,3 +167,10 @@ def test_check_secret_accepts_a_clean_key_and_none() -> None:
     assert check_secret("api_key", None) is None
     with pytest.raises(InvalidTypeError):
         check_secret("api_key", 3)  # type: ignore[arg-type]
+
+
+def test_gemini_key_header_is_redacted() -> None:
+    from llmchat.redact import redact_headers
+
+    got = redact_headers({"X-Goog-Api-Key": "k-123", "Accept": "text/event-stream"})
+    assert got == {"X-Goog-Api-Key": "[redacted]", "Accept": "text/event-stream"}
