@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import wire_json
 from ._version import __version__ as __version__
+from .backends.gemini import Gemini
 from .backends.koboldcpp import KoboldCpp
 from .backends.mock import MockBackend
 from .backends.openai_common import OpenAICommon
@@ -20,6 +21,7 @@ from .tools import ToolCall
 
 __all__ = [
     "Chunk",
+    "Gemini",
     "KoboldCpp",
     "LLMChatError",
     "Message",

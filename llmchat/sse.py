@@ -68,10 +68,17 @@ class SSEDecoder:
     """Turns body bytes into `SSEEvent`s; feed it whatever a read returned.
 
     `max_event_bytes` (None: no limit) bounds the bytes of one event's lines.
+    `stray_json=True` reads a bare JSON object written between events (a line
+    that starts with ``{``, and every line after it up to the next blank line
+    or the end of the body) as one event whose data is those lines: Vertex AI
+    sends a mid-stream error that way, with no ``data:`` prefix. Off, such
+    lines are unknown fields and ignored, as EventSource does.
     """
 
-    def __init__(self, max_event_bytes: int | None = None) -> None:
+    def __init__(self, max_event_bytes: int | None = None, *, stray_json: bool = False) -> None:
         self._max = max_event_bytes
+        self._stray_json = stray_json
+        self._stray = False  # inside a bare JSON object (stray_json only)
         self._event_bytes = 0  # bytes of the field lines of the open event
         self._partial = bytearray()
         self._skip_lf = False  # the last byte fed was a CR: a LF right after it ends nothing
@@ -202,6 +209,11 @@ class SSEDecoder:
             self._undecodable = True
             self._open = True
             return
+        if self._stray or (self._stray_json and not self._open and line.startswith("{")):
+            self._stray = True  # the whole line is JSON text, colons and all
+            self._open = True
+            self._data.append(line)
+            return
         name, _, value = line.partition(":")
         if value.startswith(" "):
             value = value[1:]
@@ -227,5 +239,6 @@ class SSEDecoder:
         self._id = None
         self._undecodable = False
         self._open = False
+        self._stray = False
         self._event_bytes = 0
         return event

@@ -154,7 +154,7 @@ EXPECTED: dict[str, Expect] = {
         False,
         "stop",
         "STOP",
-        msg="First ",
+        msg="First Second ",
         error_class="response",
         err="The operation was cancelled.",
     ),
@@ -344,13 +344,7 @@ EXPECTED: dict[str, Expect] = {
 }
 
 # (file, form) -> the fields the library gets wrong there today, and why.
-BUGS: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ("fb_vertex_error_mid_stream.sse.txt", "sse"): (
-        frozenset({"is_success", "error_class", "err"}),
-        "the bare JSON error object after the data events is not an SSE event: the shared "
-        "SSE decoder ignores its lines, so the stream ends as a success after the STOP",
-    ),
-}
+BUGS: dict[tuple[str, str], tuple[frozenset[str], str]] = {}
 
 
 class KnownBug(AssertionError):

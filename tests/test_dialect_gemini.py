@@ -252,10 +252,13 @@ def test_usage_without_candidates_or_thoughts_has_no_completion_count() -> None:
     assert "completion_tokens" not in fields and fields["prompt_tokens"] == 3
 
 
-def test_through_the_accumulator_the_finish_is_the_last_content() -> None:
+def test_through_the_accumulator_a_repeated_finish_keeps_the_later_text() -> None:
+    # Some Gemini-compatible servers put finishReason on every chunk (the Vertex
+    # fixture fb_vertex_error_mid_stream does): nothing after it is dropped, and the
+    # latest reason is the one that counts.
     acc = Accumulator(Gemini())
     chunks = acc.feed_payload(payload({"text": "a"}))
     chunks += acc.feed_payload(payload({"text": "b"}, finish="STOP"))
-    chunks += acc.feed_payload(payload({"text": "late"}))
-    assert "".join(c.content for c in chunks) == "ab"
-    assert (acc.finish_reason, acc.provider_reason) == ("stop", "STOP")
+    chunks += acc.feed_payload(payload({"text": "late"}, finish="MAX_TOKENS"))
+    assert "".join(c.content for c in chunks) == "ablate"
+    assert (acc.finish_reason, acc.provider_reason) == ("length", "MAX_TOKENS")

@@ -8,6 +8,7 @@ when ``CAPTURES_DIR / "llamacpp"`` exists, every ``*.sse.txt`` there runs too.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from functools import cache
@@ -472,3 +473,18 @@ def test_event_limit_counts_every_line_of_one_event() -> None:
 
 def test_no_event_limit_by_default() -> None:
     assert SSEDecoder().feed(b"data: " + b"w" * 2**20 + b"\n\n") == [SSEEvent("w" * 2**20)]
+
+
+def test_stray_json_reads_a_bare_object_between_events_at_any_split() -> None:
+    body = b'data: {"a": 1}\n\n{\n  "error": {\n    "code": 499\n  }\n}\n'
+    for cut in range(len(body) + 1):
+        decoder = SSEDecoder(stray_json=True)
+        events = decoder.feed(body[:cut]) + decoder.feed(body[cut:]) + decoder.flush()
+        datas = [json.loads(e.data) for e in events if e.data is not None]
+        assert datas == [{"a": 1}, {"error": {"code": 499}}], cut
+
+
+def test_without_stray_json_a_bare_object_is_ignored_as_eventsource_does() -> None:
+    decoder = SSEDecoder()
+    events = decoder.feed(b'data: {"a": 1}\n\n{\n  "error": 1\n}\n') + decoder.flush()
+    assert [e.data for e in events if e.data is not None] == ['{"a": 1}']

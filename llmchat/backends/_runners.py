@@ -236,7 +236,7 @@ def pump(
     decoder: SSEDecoder | NDJSONDecoder = (
         NDJSONDecoder(backend.max_event_bytes)
         if acc.dialect.framing == "ndjson"
-        else SSEDecoder(backend.max_event_bytes)
+        else SSEDecoder(backend.max_event_bytes, stray_json=acc.dialect.stray_json)
     )
     lift = backend._lift_usage
     grace = backend.timeouts.finish_grace
@@ -294,7 +294,8 @@ def _publish(
         response._record(
             finish_reason=acc.finish_reason, provider_finish_reason=acc.provider_reason
         )
-        exchange.schedule_abort(grace, "grace")
+        if acc.dialect.finish_is_last:
+            exchange.schedule_abort(grace, "grace")
     _sync(response, acc)
     response._publish(chunks)
 

@@ -78,6 +78,14 @@ class Dialect:
     """True when the dialect never reports a total, so prompt + completion is it."""
     array_body: ClassVar[bool] = False
     """True when a blocking body may be a JSON array of stream payloads (Gemini)."""
+    stray_json: ClassVar[bool] = False
+    """True when a stream may carry a bare JSON object between SSE events (Vertex AI's
+    mid-stream error); see `SSEDecoder`."""
+    finish_is_last: ClassVar[bool] = True
+    """True when nothing but usage follows the finish (OpenAI's rule). False for a
+    dialect that may repeat its finish reason on every chunk (Gemini): later text
+    and calls still count, the latest reason wins, and no grace timer is started
+    (the stream's own end decides)."""
 
     def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
         """One payload as a `Delta` (or the answer text alone for a plain frame)."""

@@ -59,6 +59,8 @@ class Gemini(Dialect):
 
     name: ClassVar[str] = "gemini"
     array_body: ClassVar[bool] = True
+    stray_json: ClassVar[bool] = True  # Vertex writes a mid-stream error as bare JSON
+    finish_is_last: ClassVar[bool] = False  # some servers repeat finishReason on every chunk
 
     def __init__(self) -> None:
         self._calls = 0

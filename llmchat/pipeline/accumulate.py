@@ -49,6 +49,7 @@ class Accumulator:
         self._decode: Callable[..., str | Delta] = dialect.decode
         self._usage = dialect.usage_fields
         self._done_marker = dialect.done_marker
+        self._finish_is_last = dialect.finish_is_last
         self._think = None if think_tags is None else think_tags.new_filter()
         """Splits inline ``<think>`` text out of the answer; None when off."""
         self.keep_raw = keep_raw
@@ -164,7 +165,7 @@ class Accumulator:
                 self.id = pid
         delta = self._decode(payload, whole=whole)
         if type(delta) is str:
-            if not delta or self.finish_reason is not None:
+            if not delta or (self.finish_reason is not None and self._finish_is_last):
                 return []
             model = payload.get("model")
             raw = cast("dict[str, Any]", payload) if self.keep_raw else None
@@ -197,7 +198,7 @@ class Accumulator:
             self.id = delta.id
         usage = self._usage(payload)
         has_usage = "usage" in usage
-        if self.finish_reason is not None or not delta.choice:
+        if (self.finish_reason is not None and self._finish_is_last) or not delta.choice:
             if whole or not has_usage:
                 return []
             return [self._usage_chunk(payload, usage, delta.model)]
