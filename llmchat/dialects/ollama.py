@@ -95,11 +95,11 @@ class OllamaChat(Dialect):
                     self._answered = True
                 return plain
         out = Delta(choice=True, whole=whole)
+        self._body(payload, out)
         error = inband_error(payload.get("error"))
-        if error is not None:
+        if error is not None:  # the end, whatever else the line says; its text is kept
             out.error, out.end = error, True
             return out
-        self._body(payload, out)
         self._done(payload, out, whole)
         return out
 
