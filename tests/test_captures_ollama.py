@@ -275,7 +275,7 @@ def server() -> Iterator[ScriptedServer]:
 
 def run_blocking(server: ScriptedServer, name: str) -> Response:
     server.push(Reply(200, {"Content-Type": "application/json; charset=utf-8"}, whole_body(name)))
-    backend = Ollama(server.url, model="m")
+    backend = Ollama(server.root, model="m")
     if kind(name) == "text":
         return backend.text_completion(HI)
     return backend.chat_completion(HI)
@@ -285,7 +285,7 @@ def run_stream(server: ScriptedServer, name: str, framing: Framing = "chunked") 
     data = stream_bytes(name)
     pieces = [line for line in data.splitlines(keepends=True) if line]
     server.push(ndjson_reply(pieces, framing))
-    backend = Ollama(server.url, model="m")
+    backend = Ollama(server.root, model="m")
     start = (
         backend.text_completion_stream if kind(name) == "text" else backend.chat_completion_stream
     )
@@ -388,7 +388,7 @@ def test_the_documented_tool_call_stream_as_one(server: ScriptedServer) -> None:
         pytest.skip(f"{CAPTURES} absent")
     body = b"".join(stream_bytes(name) for name in DOCS_PAIR)
     server.push(ndjson_reply(body.splitlines(keepends=True)))
-    response = Ollama(server.url, model="m").chat_completion_stream(HI).wait(SETTLE_GUARD)
+    response = Ollama(server.root, model="m").chat_completion_stream(HI).wait(SETTLE_GUARD)
     assert response.is_success and response.finish_reason == "tool_calls"
     assert response.provider_finish_reason == "stop"
     assert [(c.name, c.arguments, c.id) for c in response.tool_calls] == [

@@ -177,7 +177,7 @@ def serve_both(server: ScriptedServer, case: Case) -> list[tuple[dict[str, Any],
 
     server.set_script(script)
     out = []
-    with Ollama(server.url, model="m") as backend:
+    with Ollama(server.root, model="m") as backend:
         for stream in (False, True):
             if case.kind == "chat":
                 start = backend.chat_completion_stream if stream else backend.chat_completion
