@@ -23,6 +23,10 @@ EXPECTED = {
     "text_completion_llama3.py": b"answer: Paris is the capital of France.",
     "tool_loop.py": "final: It is 18°C in Paris.".encode(),
     "fallback_chain.py": b"answer: Paris. (from loopback)",
+    "ollama_chat.py": (
+        b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]\n"
+        b"blocking: Paris is the capital of France. [server time: "
+    ),
     "ollama_face.py": (
         b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]"
     ),
