@@ -10,6 +10,7 @@ from ._version import __version__ as __version__
 from .backends.gemini import Gemini
 from .backends.koboldcpp import KoboldCpp
 from .backends.mock import MockBackend
+from .backends.ollama import Ollama
 from .backends.openai_common import OpenAICommon
 from .backends.openrouter import OpenRouter
 from .chunk import Chunk
@@ -26,6 +27,7 @@ __all__ = [
     "LLMChatError",
     "Message",
     "MockBackend",
+    "Ollama",
     "OpenAICommon",
     "OpenRouter",
     "Response",

@@ -24,6 +24,10 @@ EXPECTED = {
     "tool_loop.py": "final: It is 18°C in Paris.".encode(),
     "fallback_chain.py": b"answer: Paris. (from loopback)",
     "gemini_chat.py": "It is 18°C in Paris.\nthinking: 'The tool says 18.'".encode(),
+    "ollama_chat.py": (
+        b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]\n"
+        b"blocking: Paris is the capital of France. [server time: "
+    ),
     "ollama_face.py": (
         b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]"
     ),

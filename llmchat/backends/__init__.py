@@ -5,6 +5,7 @@ from __future__ import annotations
 from .gemini import Gemini
 from .koboldcpp import KoboldCpp
 from .mock import MockBackend, RecordedCall
+from .ollama import Ollama
 from .openai_common import OpenAICommon
 from .openrouter import OpenRouter, OpenRouterResponse
 
@@ -12,6 +13,7 @@ __all__ = [
     "Gemini",
     "KoboldCpp",
     "MockBackend",
+    "Ollama",
     "OpenAICommon",
     "OpenRouter",
     "OpenRouterResponse",

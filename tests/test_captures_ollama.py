@@ -1,0 +1,427 @@
+"""Every Ollama wire capture through the real `Ollama` backend, over real sockets.
+
+`/work/shared/captures/ollama/` holds recorded ``/api/chat`` and
+``/api/generate`` answers (PROVENANCE.md says where each came from). Files
+named ``*_chat_*`` go to `chat_completion[_stream]`, ``*_generate_*`` to
+`text_completion[_stream]` (the generate dialect). Each is read two ways:
+
+- blocking: a ``.json`` file is served byte for byte as the body; an
+  ``.ndjson`` stream as the one whole body Ollama would send for it (content
+  and reasoning joined, tool calls together, the last line's counts, its
+  error kept), built by `whole_body` without the library;
+- streamed: an ``.ndjson`` file byte for byte as ``application/x-ndjson``, one
+  write per line, chunked and close-delimited; a ``.json`` file compacted to
+  one NDJSON line.
+
+The two pretty-printed ``docs_chat_stream_tool_call_{chunk,final}.json`` are
+two lines of one documented stream: each alone, and joined as that stream.
+`EXPECTED` is what reading each file says the Response must be; the texts are
+also rebuilt from the file without the library (`wire_texts`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmchat.backends.ollama import Ollama
+from llmchat.dialects.ollama import ERR_NOT_DONE, OllamaChat, OllamaGenerate
+from llmchat.pipeline.judge import ERR_STREAM_CLOSED
+from llmchat.response import Response
+from llmchat.testing import Reply, ScriptedServer
+from llmchat.testing.script import Framing, dumps
+
+from .conftest import CAPTURES_DIR
+from .ollama_support import HI, ndjson_reply, run_pieces
+
+CAPTURES = CAPTURES_DIR / "ollama"
+PROVENANCE = "PROVENANCE.md"
+SETTLE_GUARD = 60.0  # a hang guard only: every stream here ends on done, an error or EOF
+DOCS_PAIR = ("docs_chat_stream_tool_call_chunk.json", "docs_chat_stream_tool_call_final.json")
+
+
+@dataclass(frozen=True)
+class Long:
+    """A text too long to quote: its length, head and tail (the whole is rebuilt too)."""
+
+    length: int
+    head: str
+    tail: str
+
+
+@dataclass(frozen=True)
+class Expect:
+    is_success: bool
+    finish_reason: str | None
+    provider_finish_reason: str | None = None
+    msg: str | Long = ""
+    reasoning_text: str | None = None
+    err: str | None = None
+    stream_err: str | None = None
+    """When the streamed reading fails differently from the blocking one."""
+    tool_calls: tuple[tuple[str, dict[str, Any], str], ...] = ()
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    model: str | None = None
+    server_total_seconds: float | None = None
+    reasoning_parts: list[dict[str, Any]] | None = field(default=None, compare=False)
+
+
+def ok(
+    msg: str | Long, prompt: int, completion: int, model: str, total_ns: int, **kw: Any
+) -> Expect:
+    return Expect(
+        is_success=True,
+        finish_reason=kw.pop("finish_reason", "stop"),
+        provider_finish_reason="stop",
+        msg=msg,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        model=model,
+        server_total_seconds=total_ns / 1e9,
+        **kw,
+    )
+
+
+EXPECTED: dict[str, Expect] = {
+    "crewai_generate_nonstream_llama31_a.json": ok(
+        '```\n{\n  "name": "Alice Llama",\n  "age": 30\n}\n```', 67, 22, "llama3.1", 20230916375
+    ),
+    # A stream line on its own: not a whole answer (blocking), a stream cut before
+    # its done line (streamed); the call it carries is kept either way.
+    "docs_chat_stream_tool_call_chunk.json": Expect(
+        is_success=False,
+        finish_reason=None,
+        err=ERR_NOT_DONE,
+        stream_err=ERR_STREAM_CLOSED,
+        tool_calls=(("get_weather", {"city": "Tokyo"}, "call_0"),),
+        model="llama3.2",
+    ),
+    "docs_chat_stream_tool_call_final.json": ok("", 169, 15, "llama3.2", 182242375),
+    "docs_generate_stream_handedited.ndjson": Expect(
+        is_success=True,
+        finish_reason="stop",
+        provider_finish_reason="stop",
+        msg="That's a fantastic question!",  # the done line carries the last piece
+        model="gemma4",
+    ),
+    "docs_generate_stream_midstream_error.ndjson": Expect(
+        is_success=False,
+        finish_reason=None,
+        msg=" Yes.Ican",
+        err="an error was encountered while running the model",
+        model="gemma4",
+    ),
+    # Go escapes < and > as \u003c/\u003e: the text holds a literal <think> (content).
+    "obl_generate_nonstream_deepseek_r1.json": ok(
+        Long(1532, "<think>\nAlright, so I need to describe", "social animals found everywhere."),
+        11,
+        325,
+        "deepseek-r1:1.5b",
+        6648147417,
+    ),
+    "obl_generate_stream_smollm2.ndjson": ok(
+        Long(219, "A rabbit is typically small and furry", "a white patch under their ears."),
+        38,
+        50,
+        "smollm2:360m",
+        1563572250,
+    ),
+    "openllmetry_chat_nonstream_model_attr.json": ok(
+        Long(398, "Okay, I understand.", "respond appropriately."), 19, 104, "gemma3:1b", 1078043917
+    ),
+    "openllmetry_chat_stream_async.ndjson": ok(
+        Long(238, "Here's one:\n\nWhy did the OpenTelemetry", "(Do you want another one?)"),
+        17,
+        63,
+        "llama3",
+        3722518334,
+    ),
+    # Tools were offered; llama3.1 answered in text.
+    "openllmetry_chat_tool_calls_nonstream.json": ok(
+        Long(535, "This is a simple example,", "(e.g., Celsius)."), 44, 113, "llama3.1", 6037504209
+    ),
+    "openllmetry_generate_nonstream.json": ok(
+        Long(261, "A niche topic!\n\nHere's one:", "smile to your face!)"),
+        17,
+        63,
+        "llama3",
+        4224430375,
+    ),
+    "openllmetry_generate_stream_metrics.ndjson": ok(
+        Long(188, "Okay, here's a joke about OpenTelemetry:", "like to hear another one? 😊"),
+        16,
+        51,
+        "gemma3:1b",
+        482007750,
+    ),
+    # stop with calls is tool_calls; one call has no "arguments" at all: {}.
+    "sk_chat_multi_tool_calls_nonstream.json": ok(
+        "",
+        152,
+        22,
+        "llama3.2",
+        456177688,
+        finish_reason="tool_calls",
+        tool_calls=(
+            ("MyPlugin_GetCurrentWeather", {"location": "Boston, MA"}, "call_0"),
+            ("MyPlugin_FunctionWithException", {"argument": "value"}, "call_1"),
+            ("MyPlugin_NonExistentFunction", {"argument": "value"}, "call_2"),
+            ("MyPlugin_InvalidArguments", {}, "call_3"),
+            ("MyPlugin_IntArguments", {"age": "36"}, "call_4"),
+        ),
+    ),
+    "sk_chat_stream_phi3.ndjson": ok(" these times of day.", 10, 239, "phi3", 58123571935),
+    # Hand-written: done with no done_reason (stop) and no counts; no final newline.
+    "sk_chat_thinking_stream_handwritten.ndjson": Expect(
+        is_success=True,
+        finish_reason="stop",
+        provider_finish_reason="stop",
+        msg="Final answer",
+        reasoning_text="This is reasoning content",
+        model="qwen3:0.6b",
+    ),
+    "sk_generate_stream_phi3_context.ndjson": ok(" daylight hours.", 10, 304, "phi3", 64697743903),
+}
+
+
+# -- the files --------------------------------------------------------------------
+
+
+def capture_names() -> list[str]:
+    if not CAPTURES.is_dir():
+        return []
+    return sorted(p.name for p in CAPTURES.iterdir() if p.is_file() and p.name != PROVENANCE)
+
+
+def params(names: list[str]) -> list[Any]:
+    if not CAPTURES.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{CAPTURES} absent"))]
+    return names
+
+
+def kind(name: str) -> str:
+    return "text" if "_generate_" in name else "chat"
+
+
+@cache
+def lines(name: str) -> list[dict[str, Any]]:
+    """The JSON objects of a capture, in order (a ``.json`` file is one)."""
+    text = (CAPTURES / name).read_text(encoding="utf-8")
+    if name.endswith(".json"):
+        return [json.loads(text)]
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
+
+
+def stream_bytes(name: str) -> bytes:
+    if name.endswith(".ndjson"):
+        return (CAPTURES / name).read_bytes()
+    return b"".join(dumps(line).encode("utf-8") + b"\n" for line in lines(name))
+
+
+def whole_body(name: str) -> bytes:
+    """The one body Ollama sends for the same answer with ``stream: false``."""
+    if name.endswith(".json"):
+        return (CAPTURES / name).read_bytes()
+    objs = lines(name)
+    text, thinking = wire_texts(name)
+    body = {k: v for k, v in objs[-1].items() if k not in ("message", "response")}
+    if "model" not in body:
+        body["model"] = objs[0].get("model")
+    if "error" in body:
+        body["done"] = False
+    if kind(name) == "text":
+        body["response"] = text
+        if thinking:
+            body["thinking"] = thinking
+    else:
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if thinking:
+            message["thinking"] = thinking
+        body["message"] = message
+    return dumps(body).encode("utf-8")
+
+
+@cache
+def wire_texts(name: str) -> tuple[str, str]:
+    """`(answer, reasoning)` read from the file without the library, up to the done line."""
+    answer: list[str] = []
+    reasoning: list[str] = []
+    for obj in lines(name):
+        source = obj if kind(name) == "text" else obj.get("message") or {}
+        answer.append(source.get("response" if kind(name) == "text" else "content") or "")
+        reasoning.append(source.get("thinking") or "")
+        if obj.get("done") is True:
+            break
+    return "".join(answer), "".join(reasoning)
+
+
+# -- serving ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer()
+    with srv:
+        yield srv
+
+
+def run_blocking(server: ScriptedServer, name: str) -> Response:
+    server.push(Reply(200, {"Content-Type": "application/json; charset=utf-8"}, whole_body(name)))
+    backend = Ollama(server.root, model="m")
+    if kind(name) == "text":
+        return backend.text_completion(HI)
+    return backend.chat_completion(HI)
+
+
+def run_stream(server: ScriptedServer, name: str, framing: Framing = "chunked") -> Response:
+    data = stream_bytes(name)
+    pieces = [line for line in data.splitlines(keepends=True) if line]
+    server.push(ndjson_reply(pieces, framing))
+    backend = Ollama(server.root, model="m")
+    start = (
+        backend.text_completion_stream if kind(name) == "text" else backend.chat_completion_stream
+    )
+    response = start(HI).wait(SETTLE_GUARD)
+    assert response.is_done, f"{name}: the stream never settled"
+    return response
+
+
+def snapshot(response: Response) -> dict[str, Any]:
+    return {
+        "is_success": response.is_success,
+        "error_class": response.error_class,
+        "err": response.err,
+        "msg": response.msg,
+        "reasoning_text": response.reasoning_text,
+        "tool_calls": [(c.name, c.arguments, c.id) for c in response.tool_calls],
+        "finish_reason": response.finish_reason,
+        "provider_finish_reason": response.provider_finish_reason,
+        "prompt_tokens": response.prompt_tokens,
+        "completion_tokens": response.completion_tokens,
+        "total_tokens": response.total_tokens,
+        "model": response.model,
+        "server_total_seconds": response.timing.server_total_seconds,
+        "reasoning_parts": response.reasoning_parts,
+    }
+
+
+def check(name: str, got: dict[str, Any], *, streamed: bool) -> None:
+    want = EXPECTED[name]
+    wire_msg, wire_reasoning = wire_texts(name)
+    err = want.stream_err if streamed and want.stream_err is not None else want.err
+    total = (
+        None
+        if want.prompt_tokens is None or want.completion_tokens is None
+        else want.prompt_tokens + want.completion_tokens
+    )
+    expected = {
+        "is_success": want.is_success,
+        "error_class": None if want.is_success else "response",
+        "err": err,
+        "tool_calls": list(want.tool_calls),
+        "finish_reason": want.finish_reason,
+        "provider_finish_reason": want.provider_finish_reason,
+        "prompt_tokens": want.prompt_tokens,
+        "completion_tokens": want.completion_tokens,
+        "total_tokens": total,
+        "model": want.model,
+        "server_total_seconds": want.server_total_seconds,
+        "reasoning_text": want.reasoning_text,
+    }
+    wrong = {k: (v, got[k]) for k, v in expected.items() if got[k] != v}
+    msg = want.msg
+    if isinstance(msg, Long):
+        good = got["msg"] == wire_msg and len(wire_msg) == msg.length
+        good = good and wire_msg.startswith(msg.head) and wire_msg.endswith(msg.tail)
+    else:
+        good = got["msg"] == msg == wire_msg
+    if not good:
+        wrong["msg"] = (msg, got["msg"])
+    if want.is_success:
+        parts = [{"dialect": "ollama", "thinking": wire_reasoning}] if wire_reasoning else None
+        if got["reasoning_parts"] != parts:
+            wrong["reasoning_parts"] = (parts, got["reasoning_parts"])
+    assert not wrong, f"{name} ({'streamed' if streamed else 'blocking'}): {wrong}"
+
+
+# -- the tests --------------------------------------------------------------------
+
+
+def test_every_capture_has_an_expectation() -> None:
+    if not CAPTURES.is_dir():
+        pytest.skip(f"{CAPTURES} absent")
+    assert set(EXPECTED) == set(capture_names())
+
+
+@pytest.mark.parametrize("name", params(capture_names()))
+def test_capture_blocking(server: ScriptedServer, name: str) -> None:
+    check(name, snapshot(run_blocking(server, name)), streamed=False)
+
+
+@pytest.mark.parametrize("name", params(capture_names()))
+def test_capture_streamed(server: ScriptedServer, name: str) -> None:
+    response = run_stream(server, name)
+    got = snapshot(response)
+    check(name, got, streamed=True)
+    chunks = list(response)
+    assert "".join(c.content for c in chunks) == got["msg"]
+    assert "".join(c.thinking or "" for c in chunks) == (got["reasoning_text"] or "")
+    assert [c for chunk in chunks for c in chunk.tool_calls or []] == response.tool_calls
+
+
+@pytest.mark.parametrize("name", params(capture_names()))
+def test_chunked_and_close_delimited_agree(server: ScriptedServer, name: str) -> None:
+    assert snapshot(run_stream(server, name, "close")) == snapshot(run_stream(server, name))
+
+
+def test_the_documented_tool_call_stream_as_one(server: ScriptedServer) -> None:
+    """The docs' chunk and final objects are two lines of one stream: a tool call, done."""
+    if not CAPTURES.is_dir():
+        pytest.skip(f"{CAPTURES} absent")
+    body = b"".join(stream_bytes(name) for name in DOCS_PAIR)
+    server.push(ndjson_reply(body.splitlines(keepends=True)))
+    response = Ollama(server.root, model="m").chat_completion_stream(HI).wait(SETTLE_GUARD)
+    assert response.is_success and response.finish_reason == "tool_calls"
+    assert response.provider_finish_reason == "stop"
+    assert [(c.name, c.arguments, c.id) for c in response.tool_calls] == [
+        ("get_weather", {"city": "Tokyo"}, "call_0")
+    ]
+    assert (response.prompt_tokens, response.completion_tokens, response.total_tokens) == (
+        169,
+        15,
+        184,
+    )
+    assert response.timing.eval_seconds == pytest.approx(0.115959084)
+    assert response.timing.load_seconds == pytest.approx(0.041295167)
+
+
+STREAMS = capture_names()
+
+
+@pytest.mark.skipif(not STREAMS, reason=f"{CAPTURES} absent")
+@given(st.data())
+def test_any_split_of_any_capture_gives_the_same_chunks(data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(STREAMS))
+    body = stream_bytes(name)
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(body) - 1), max_size=16)))
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+
+    def dialect() -> OllamaChat:
+        return OllamaGenerate() if kind(name) == "text" else OllamaChat()
+
+    whole, acc_whole = run_pieces([body], dialect())
+    split, acc_split = run_pieces(pieces, dialect())
+    assert split == whole
+    assert (acc_split.finish_reason, acc_split.error, acc_split.done) == (
+        acc_whole.finish_reason,
+        acc_whole.error,
+        acc_whole.done,
+    )
