@@ -70,14 +70,20 @@ class _Block:
         self.data = _str(block.get("data"))
 
     def call(self) -> ToolCall:
-        """The ``tool_use`` block as a whole call (the joined JSON, else the start's input)."""
+        """The ``tool_use`` block as a whole call (the joined JSON, else the start's input).
+
+        Blocking and streamed, the same call: `arguments_json` is None unless
+        the input was not a JSON object (then it keeps the text, flagged).
+        """
         raw: Any = "".join(self.json) if self.json else self.input
         arguments, text, undecodable = decode_arguments(raw)
         return ToolCall(
             name=self.name,
             arguments=arguments,
             id=self.id,
-            arguments_json=text,
+            # The input is an object on the wire (its JSON text only a streaming
+            # detail), so the text is kept only when it is not an object.
+            arguments_json=text if undecodable else None,
             arguments_undecodable=undecodable,
         )
 
