@@ -6,6 +6,7 @@ two forms of one answer, so a test can serve either and compare.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -28,7 +29,7 @@ def sse_reply(body: bytes, *, framing: Framing = "chunked", cuts: Iterable[int] 
     """`body` as a ``text/event-stream`` reply, one write per event or cut at `cuts`."""
     if cuts:
         bounds = sorted({0, len(body), *(c for c in cuts if 0 < c < len(body))})
-        pieces = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        pieces = [body[a:b] for a, b in itertools.pairwise(bounds)]
     else:
         pieces = split_events(body)
     return Reply(

@@ -18,6 +18,7 @@ pure stages (SSE framing, then the accumulator) and requires identical chunks.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -153,7 +154,8 @@ EXPECTED: dict[str, Expect] = {
     ),
     "pyai_error_400_effort.json": http_error(
         400,
-        "This model does not support effort level 'xhigh'. Supported levels: high, low, max, medium.",
+        "This model does not support effort level 'xhigh'. "
+        "Supported levels: high, low, max, medium.",
     ),
     "pyai_parallel_tool_calls.json": Expect(
         **TOOLS,
@@ -372,7 +374,7 @@ def serve(server: ScriptedServer, name: str, *, stream: bool) -> Response:
 
 
 def file_texts(name: str) -> tuple[str, str]:
-    """`(answer, reasoning)` read from the file without the library: its text and thinking blocks."""
+    """`(answer, reasoning)` read from the file without the library (text, thinking blocks)."""
     data = (CAPTURES / name).read_bytes()
     message = json.loads(data) if name.endswith(".json") else fold(payloads(data))
     blocks = message.get("content") or []
@@ -501,7 +503,7 @@ def run_stages(name: str, cuts: list[int]) -> Accumulator:
     decoder = SSEDecoder()
     acc = Accumulator(AnthropicMessages())
     chunks: list[Chunk] = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         for event in decoder.feed(data[a:b]):
             chunks += acc.feed_event(event)
     for event in decoder.flush():
