@@ -23,6 +23,7 @@ EXPECTED = {
     "text_completion_llama3.py": b"answer: Paris is the capital of France.",
     "tool_loop.py": "final: It is 18°C in Paris.".encode(),
     "fallback_chain.py": b"answer: Paris. (from loopback)",
+    "anthropic_chat.py": "It is 18°C in Paris.\n[stop (end_turn); 40 prompt tokens".encode(),
     "gemini_chat.py": "It is 18°C in Paris.\nthinking: 'The tool says 18.'".encode(),
     "ollama_chat.py": (
         b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]\n"

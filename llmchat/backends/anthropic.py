@@ -1,0 +1,144 @@
+"""Anthropic: the backend for the Messages API (``POST /v1/messages``).
+
+Speaks Anthropic's own wire dialect (`llmchat.dialects.anthropic`) through the
+one pipeline: the request is built by `llmchat.dialects.anthropic_request`
+from OpenAI-shaped messages, tools and `Settings`; streamed events and
+blocking bodies are decoded into the same `Response` and `Chunk`s as every
+other backend. Works against api.anthropic.com and against llama.cpp's
+llama-server, which serves ``/v1/messages`` too (point `api_url` at its
+``/v1``; it accepts the key as ``x-api-key`` or as a bearer token).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+from ..dialects.anthropic import AnthropicMessages
+from ..dialects.anthropic_request import DEFAULT_MAX_TOKENS, messages_body
+from ..dialects.base import Dialect
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..messages import MessageLike
+from ..redact import check_secret
+from ..settings import Settings
+from ._request import WireRequest, _message_list
+from .openai_common import OpenAICommon
+
+__all__ = ["DEFAULT_API_URL", "DEFAULT_VERSION", "Anthropic", "AuthStyle"]
+
+DEFAULT_API_URL: Final = "https://api.anthropic.com/v1"
+DEFAULT_VERSION: Final = "2023-06-01"
+AuthStyle: TypeAlias = Literal["x-api-key", "bearer"]
+
+_DROPPED: Final = (
+    "min_p",
+    "typical_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "id_slot",
+    "cache_prompt",
+    "xtc_probability",
+    "xtc_threshold",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_sequence_breakers",
+)
+"""`Settings` fields the Messages API has no member for: not sent (it refuses
+unknown members; llama-server's ``/v1/messages`` ignores them). `extra_body`
+still sends anything."""
+
+
+class Anthropic(OpenAICommon):
+    """The Anthropic Messages API backend (api.anthropic.com, or llama-server's ``/v1``).
+
+        backend = Anthropic(model="claude-sonnet-4-5")      # key: env ANTHROPIC_API_KEY
+        r = backend.chat_completion([{"role": "user", "content": "Hi"}])
+        print(r.msg if r.is_success else r.err)
+        messages.append(r.to_message())                      # thinking blocks kept
+
+    `api_key` defaults to env ``ANTHROPIC_API_KEY``; it goes out as
+    ``x-api-key`` (``auth="bearer"``: as ``Authorization: Bearer``, for
+    gateways that want that), with ``anthropic-version: {anthropic_version}``.
+    Every other keyword is `OpenAICommon`'s. ``max_tokens`` is required by the
+    API: without one in the settings `default_max_tokens` is sent (plus the
+    thinking budget when thinking is on). There are no text completions.
+    """
+
+    dialect: ClassVar[type[Dialect]] = AnthropicMessages
+    text_dialect: ClassVar[type[Dialect] | None] = None
+    chat_path: ClassVar[str] = "/messages"
+    send_include_usage: ClassVar[bool] = False
+    setting_field_names: ClassVar[Mapping[str, str | None]] = dict.fromkeys(_DROPPED)
+    default_max_tokens: ClassVar[int] = DEFAULT_MAX_TOKENS
+    """``max_tokens`` when the settings have none (the API requires it)."""
+
+    def __init__(
+        self,
+        api_url: str = DEFAULT_API_URL,
+        api_key: str | None = None,
+        model: str | None = None,
+        settings: Settings | None = None,
+        *,
+        anthropic_version: str = DEFAULT_VERSION,
+        auth: AuthStyle = "x-api-key",
+        **common: Any,
+    ) -> None:
+        if not isinstance(anthropic_version, str) or not anthropic_version:
+            raise InvalidTypeError("anthropic_version must be a non-empty str, e.g. '2023-06-01'")
+        if any(c in anthropic_version for c in "\r\n"):
+            raise InvalidArgumentError("anthropic_version must not hold a line break")
+        if auth not in ("x-api-key", "bearer"):
+            raise InvalidArgumentError(f"auth must be 'x-api-key' or 'bearer', got {auth!r}")
+        self.anthropic_version = anthropic_version
+        """The ``anthropic-version`` header sent with every request."""
+        self.auth: AuthStyle = auth
+        """How the key is sent: ``x-api-key`` (Anthropic's) or ``bearer``."""
+        if api_key is None:
+            from_env = os.environ.get("ANTHROPIC_API_KEY") or None
+            api_key = check_secret("the ANTHROPIC_API_KEY environment variable", from_env)
+        super().__init__(api_url, api_key, model, settings, **common)
+
+    def _get_api_headers(self) -> dict[str, str]:
+        """The base headers with the key as ``x-api-key`` (unless bearer) and the version.
+
+        llmchat calls this; user code does not; override it in a subclass.
+        """
+        headers = super()._get_api_headers()
+        if self.auth == "x-api-key" and "Authorization" in headers:
+            del headers["Authorization"]
+            headers["x-api-key"] = self._api_key or ""
+        headers["anthropic-version"] = self.anthropic_version
+        return headers
+
+    def prepare_chat_request(
+        self,
+        messages: Iterable[MessageLike],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        settings: Settings | None = None,
+        *,
+        stream: bool = False,
+    ) -> WireRequest:
+        """Return the ``/messages`` request exactly as it would be posted, without sending it.
+
+        The body is `messages_body` of the normalized messages and
+        `_get_api_settings(settings)`, then the usual hooks
+        (`_finalize_request_body`, `_encode_request_body`, `_get_api_headers`).
+        Raises `ValueError`/`TypeError` naming the field for bad input.
+        """
+        body = messages_body(
+            self.normalized_messages(_message_list(messages)),
+            self._get_api_settings(settings),
+            tools,
+            tool_choice,
+            stream=stream,
+            default_max_tokens=self.default_max_tokens,
+        )
+        return self._wire_request(self.chat_path, body, stream=stream)
