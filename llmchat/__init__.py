@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import wire_json
 from ._version import __version__ as __version__
+from .backends.anthropic import Anthropic
 from .backends.gemini import Gemini
 from .backends.koboldcpp import KoboldCpp
 from .backends.mock import MockBackend
@@ -21,6 +22,7 @@ from .settings import Settings
 from .tools import ToolCall
 
 __all__ = [
+    "Anthropic",
     "Chunk",
     "Gemini",
     "KoboldCpp",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .anthropic import Anthropic
 from .gemini import Gemini
 from .koboldcpp import KoboldCpp
 from .mock import MockBackend, RecordedCall
@@ -10,6 +11,7 @@ from .openai_common import OpenAICommon
 from .openrouter import OpenRouter, OpenRouterResponse
 
 __all__ = [
+    "Anthropic",
     "Gemini",
     "KoboldCpp",
     "MockBackend",
