@@ -50,6 +50,8 @@ from .responses_items import (
 
 __all__ = ["ResponsesDialect"]
 
+_STREAM_SKIPS: Final = frozenset({"text", "thinking", "refusal"})
+"""What a stream's done item does not give again: its texts came as deltas."""
 _FINAL_STATUS: Final = {
     "response.completed": "completed",
     "response.incomplete": "incomplete",
@@ -64,12 +66,12 @@ class ResponsesDialect(Dialect):
     derives_total: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        self._call_ids: set[str] = set()
-        self._part_keys: set[str] = set()
+        self._call_keys: set[str] = set()
         self._citations: list[Any] = []
         self._citation_keys: set[str] = set()
         self._seen: set[str] = set()
-        """The kinds the stream delivered as deltas: ``text``, ``thinking``, ``refusal``."""
+        """The kinds the stream delivered: ``text``, ``thinking``, ``refusal`` as deltas,
+        ``calls`` and ``parts`` as done items."""
         self._segment: tuple[Any, ...] | None = None
 
     # -- the entry point ------------------------------------------------------------
@@ -137,7 +139,7 @@ class ResponsesDialect(Dialect):
         if not isinstance(item, Mapping):
             return Delta()
         out = Delta()
-        self._take_item(item, out, texts=False)
+        self._take_item(item, out, _STREAM_SKIPS)
         return out
 
     def _ended(self, payload: Mapping[str, Any]) -> Delta:
@@ -158,17 +160,24 @@ class ResponsesDialect(Dialect):
     # -- a whole response object (a blocking body, or a stream's final event) --------
 
     def _final(self, response: Mapping[str, Any], status: str | None) -> Delta:
-        """The finish, and what `response`'s output adds to what the stream delivered."""
+        """The finish, and what `response`'s output adds to what the stream delivered.
+
+        Each kind (calls, reasoning parts, text, thinking, refusal) is taken from
+        the output only when the stream delivered none of it: servers re-number
+        items in the final output (OpenRouter's reasoning ids differ), so
+        matching items by id could hand out one call twice.
+        """
         out = Delta(choice=True, end=status is not None)
         out.id = _text(response.get("id"))
         out.model = _text(response.get("model"))
+        skip = frozenset(self._seen)
         output = response.get("output")
         for item in output if isinstance(output, list) else ():
             if isinstance(item, Mapping):
-                self._take_item(item, out, texts=True)
+                self._take_item(item, out, skip)
         self._cite(payload_citations(response), out)
         reason, provider, error = finish_state(
-            response, has_calls=bool(self._call_ids), status=status
+            response, has_calls=bool(self._call_keys), status=status
         )
         out.finish_reason, out.error = reason, error
         out.provider_reason = provider if provider != reason else None
@@ -176,45 +185,44 @@ class ResponsesDialect(Dialect):
             out.choice = False  # a background response: nothing of an answer yet
         return out
 
-    def _take_item(self, item: Mapping[str, Any], out: Delta, *, texts: bool) -> None:
-        """Add one output item to `out`: a call or a part not yet given, citations, texts.
-
-        `texts`: also take the item's text, refusal and thinking, each only when
-        the stream sent none of that kind (a blocking body sends none at all).
-        """
+    def _take_item(self, item: Mapping[str, Any], out: Delta, skip: frozenset[str]) -> None:
+        """Add one output item to `out`, except the kinds in `skip`; citations always."""
         kind = item.get("type")
         if kind == "function_call":
-            call = function_call(item)
-            key = call.id or _text(item.get("id")) or f"{call.name}:{call.arguments_json}"
-            if key not in self._call_ids:
-                self._call_ids.add(key)
-                out.calls = [*(out.calls or []), call]
-                out.choice = True
+            if "calls" not in skip:
+                self._call(item, out)
         elif kind == "reasoning":
-            self._reasoning_item(item, out, texts=texts)
+            self._reasoning_item(item, out, skip)
         elif kind == "message":
-            if texts:
-                text, refusal = message_texts(item)
-                if "text" not in self._seen:
-                    out.text += text
-                if "refusal" not in self._seen:
-                    out.refusal += refusal
+            text, refusal = message_texts(item)
+            if "text" not in skip:
+                out.text += text
+            if "refusal" not in skip:
+                out.refusal += refusal
             self._cite(item_citations(item), out)
         elif kind == "search_results":
             self._cite(item_citations(item), out)
 
-    def _reasoning_item(self, item: Mapping[str, Any], out: Delta, *, texts: bool) -> None:
+    def _call(self, item: Mapping[str, Any], out: Delta) -> None:
+        call = function_call(item)
+        key = call.id or _text(item.get("id")) or f"{call.name}:{call.arguments_json}"
+        if key in self._call_keys:
+            return  # the same item done twice
+        self._call_keys.add(key)
+        self._seen.add("calls")
+        out.calls = [*(out.calls or []), call]
+        out.choice = True
+
+    def _reasoning_item(self, item: Mapping[str, Any], out: Delta, skip: frozenset[str]) -> None:
         part = reasoning_part(item)
-        key = _text(item.get("id")) or repr(sorted(item.items(), key=lambda kv: kv[0]))
-        if part is not None and key not in self._part_keys:
-            self._part_keys.add(key)
+        if part is not None and "parts" not in skip:
+            self._seen.add("parts")
             out.parts = [*(out.parts or []), part]
             out.choice = True
-        if texts and "thinking" not in self._seen:
-            segments = reasoning_segments(item)
-            if segments:
-                joined = THINKING_SEPARATOR.join(segments)
-                out.thinking += THINKING_SEPARATOR + joined if out.thinking else joined
+        segments = reasoning_segments(item)
+        if segments and "thinking" not in skip:
+            joined = THINKING_SEPARATOR.join(segments)
+            out.thinking += THINKING_SEPARATOR + joined if out.thinking else joined
 
     # -- citations ------------------------------------------------------------------
 
