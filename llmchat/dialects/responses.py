@@ -89,11 +89,11 @@ class ResponsesDialect(Dialect):
             if handler is not None:
                 return handler(self, payload)
             return self._error(payload) if kind == "error" else Delta()
-        if inband_error(payload.get("error")) is not None and "output" not in payload:
-            return self._error(payload)  # an error body, or llama-server's bare error event
-        if whole or payload.get("object") == "response":
+        if payload.get("object") == "response":
             return self._final(payload, None)
-        return Delta()
+        if inband_error(payload.get("error")) is not None:
+            return self._error(payload)  # an error body, or llama-server's bare error event
+        return self._final(payload, None) if whole else Delta()
 
     @staticmethod
     def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
