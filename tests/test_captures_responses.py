@@ -72,7 +72,7 @@ class Expect:
     usage: tuple[int | None, ...] = (None, None, None, None, None)
     """prompt, completion, total, cached, reasoning tokens."""
     citations: tuple[str, ...] | None = None
-    """The cited URLs, in order."""
+    """The cited URLs, in order (`Response.citations` is a list of URL strings)."""
     model: str | None = None
     id: str | None = None
     parts: int = 0
@@ -374,11 +374,6 @@ def stream_reply(name: str, framing: Framing) -> Reply:
 
 
 def snapshot(r: Response) -> dict[str, Any]:
-    urls = (
-        None
-        if r.citations is None
-        else [c["url"] if isinstance(c, dict) else c for c in r.citations]
-    )
     return {
         "is_success": r.is_success,
         "error_class": r.error_class,
@@ -396,7 +391,7 @@ def snapshot(r: Response) -> dict[str, Any]:
             r.cached_tokens,
             r.reasoning_tokens,
         ),
-        "citations": urls,
+        "citations": r.citations,
         "model": r.model,
         "id": r.id,
         "parts": len(r.reasoning_parts or []),

@@ -333,7 +333,7 @@ def test_any_answer_agrees_in_both_modes(server: ScriptedServer, case: Case) -> 
             "finish_reason": got["finish_reason"],
             "citations": None
             if got["citations"] is None
-            else [c["url"].replace("?utm_source=s", "") for c in got["citations"]],
+            else [url.replace("?utm_source=s", "") for url in got["citations"]],
             "is_success": got["is_success"],
         }
         problems.update({f"{mode}: {k}": (seen[k], v) for k, v in want.items() if seen[k] != v})

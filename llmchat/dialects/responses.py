@@ -67,7 +67,7 @@ class ResponsesDialect(Dialect):
 
     def __init__(self) -> None:
         self._call_keys: set[str] = set()
-        self._citations: list[Any] = []
+        self._citations: list[str] = []
         self._citation_keys: set[str] = set()
         self._seen: set[str] = set()
         """The kinds the stream delivered: ``text``, ``thinking``, ``refusal`` as deltas,

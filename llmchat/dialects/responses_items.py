@@ -194,15 +194,19 @@ def payload_citations(payload: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def merge_citations(into: list[Any], keys: set[str], new: Iterable[Any]) -> bool:
-    """Add the citations of `new` not yet in `into` (by `citation_key`); True when any was."""
+def merge_citations(into: list[str], keys: set[str], new: Iterable[Any]) -> bool:
+    """Add the URLs of `new` not yet in `into` (by `citation_key`); True when any was.
+
+    A citation is its URL as first sent (the shape Perplexity's ``citations`` and
+    the Gemini dialect give `Response.citations`); titles stay in the raw events.
+    """
     added = False
     for citation in new:
         key = citation_key(citation)
         if key is None or key in keys:
             continue
         keys.add(key)
-        into.append(citation)
+        into.append(citation["url"] if isinstance(citation, Mapping) else citation)
         added = True
     return added
 
