@@ -13,10 +13,11 @@ from typing import Any, ClassVar
 
 from .. import probe, wire_json
 from ..dialects.base import Dialect
+from ..messages import Message
 from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
-from ._request import USER_AGENT
+from ._request import USER_AGENT, openai_chat_body
 
 __all__ = ["Hooks"]
 
@@ -31,6 +32,8 @@ class Hooks(probe.SideRequests):
     response_class: ClassVar[type[Response]]
     dialect: ClassVar[type[Dialect]]
     text_dialect: ClassVar[type[Dialect] | None]
+    chat_path: ClassVar[str]
+    send_include_usage: ClassVar[bool]
 
     # -- the request ------------------------------------------------------------
 
@@ -55,6 +58,44 @@ class Hooks(probe.SideRequests):
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
+
+    def _chat_route(self, members: Mapping[str, Any], *, stream: bool) -> str:
+        """Return the path (after `api_url`) a chat request is posted to.
+
+        Gets the members `_get_api_settings` returned (the model among them).
+        Default: the class attribute `chat_path`. llmchat calls this; user
+        code does not; override it where the route depends on the model or
+        the mode (Gemini's ``models/{model}:streamGenerateContent``).
+        """
+        return self.chat_path
+
+    def _build_chat_body(
+        self,
+        history: list[Message],
+        members: dict[str, Any],
+        tools: list[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        """Return the chat body in the backend's wire dialect, as a new dict.
+
+        Gets the normalized conversation (OpenAI-shaped `Message`s), the
+        members `_get_api_settings` returned (a fresh dict, the builder's to
+        use), the checked tools (OpenAI-shaped) and `tool_choice`. Default:
+        the OpenAI chat-completions body. Each dialect backend overrides it
+        with its own builder from `llmchat.dialects`; it must raise
+        `ValueError`/`TypeError` naming the field for input it cannot send.
+        llmchat calls this; user code does not.
+        """
+        return openai_chat_body(
+            history,
+            members,
+            tools,
+            tool_choice,
+            stream=stream,
+            include_usage=self.send_include_usage,
+        )
 
     def _finalize_request_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """Return the body to send, given the assembled one; default: unchanged.

@@ -22,7 +22,15 @@ from ..urls import join_url
 if TYPE_CHECKING:
     from .openai_common import OpenAICommon
 
-__all__ = ["USER_AGENT", "WireRequest", "chat_request", "text_request", "wire_request"]
+__all__ = [
+    "USER_AGENT",
+    "WireRequest",
+    "chat_request",
+    "openai_chat_body",
+    "openai_messages",
+    "text_request",
+    "wire_request",
+]
 
 USER_AGENT: Final = f"llmchat/{__version__}"
 """Servers and gateways log clients by it; requests' own would name requests."""
@@ -58,20 +66,53 @@ def chat_request(
     *,
     stream: bool,
 ) -> WireRequest:
-    """The chat request for `OpenAICommon.prepare_chat_request`."""
-    body = backend._get_api_settings(settings)
-    body["messages"] = backend.wire_message_hashes(_message_list(messages))
+    """The chat request for `prepare_chat_request`, in every dialect.
+
+    The checks every dialect shares come first (messages, tools, tool_choice),
+    then the backend's `_chat_route` and `_build_chat_body` make the dialect's
+    path and body, then the usual hooks.
+    """
+    members = backend._get_api_settings(settings)
+    history = backend.normalized_messages(_message_list(messages))
+    checked = None if tools is None else _checked_tools(tools)
+    if tool_choice is not None and not isinstance(tool_choice, (str, Mapping)):
+        raise InvalidTypeError("tool_choice must be a str, a mapping or None")
+    path = backend._chat_route(members, stream=stream)
+    body = backend._build_chat_body(history, members, checked, tool_choice, stream=stream)
+    return wire_request(backend, path, body, stream=stream)
+
+
+def openai_chat_body(
+    history: list[Message],
+    members: dict[str, Any],
+    tools: list[Mapping[str, Any]] | None,
+    tool_choice: str | Mapping[str, Any] | None,
+    *,
+    stream: bool,
+    include_usage: bool,
+) -> dict[str, Any]:
+    """The OpenAI chat-completions body (`OpenAICommon._build_chat_body`'s default)."""
+    body = members
+    body["messages"] = openai_messages(history)
     if tools is not None:
-        body["tools"] = _checked_tools(tools)
+        body["tools"] = tools
     if tool_choice is not None:
-        if not isinstance(tool_choice, (str, Mapping)):
-            raise InvalidTypeError("tool_choice must be a str, a mapping or None")
         body["tool_choice"] = tool_choice
     if stream:  # a blocking body omits it: false is the API's default
         body["stream"] = True
-        if backend.send_include_usage:
+        if include_usage:
             body["stream_options"] = {"include_usage": True}
-    return wire_request(backend, backend.chat_path, body, stream=stream)
+    return body
+
+
+def openai_messages(history: Iterable[Message]) -> list[dict[str, Any]]:
+    """Normalized Messages as OpenAI chat dicts (new ones; reasoning parts left out)."""
+    out = []
+    for message in history:
+        wire = message.to_dict()
+        wire.pop("reasoning_parts", None)  # another dialect's; not OpenAI's shape
+        out.append(wire)
+    return out
 
 
 def text_request(

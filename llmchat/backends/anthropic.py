@@ -12,17 +12,16 @@ llama-server, which serves ``/v1/messages`` too (point `api_url` at its
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 from ..dialects.anthropic import AnthropicMessages
 from ..dialects.anthropic_request import DEFAULT_MAX_TOKENS, messages_body
 from ..dialects.base import Dialect
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import MessageLike
+from ..messages import Message
 from ..redact import check_secret
 from ..settings import Settings
-from ._request import WireRequest, _message_list
 from .openai_common import OpenAICommon
 
 __all__ = ["DEFAULT_API_URL", "DEFAULT_VERSION", "Anthropic", "AuthStyle"]
@@ -117,28 +116,21 @@ class Anthropic(OpenAICommon):
         headers["anthropic-version"] = self.anthropic_version
         return headers
 
-    def prepare_chat_request(
+    def _build_chat_body(
         self,
-        messages: Iterable[MessageLike],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        settings: Settings | None = None,
+        history: list[Message],
+        members: dict[str, Any],
+        tools: list[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
         *,
-        stream: bool = False,
-    ) -> WireRequest:
-        """Return the ``/messages`` request exactly as it would be posted, without sending it.
-
-        The body is `messages_body` of the normalized messages and
-        `_get_api_settings(settings)`, then the usual hooks
-        (`_finalize_request_body`, `_encode_request_body`, `_get_api_headers`).
-        Raises `ValueError`/`TypeError` naming the field for bad input.
-        """
-        body = messages_body(
-            self.normalized_messages(_message_list(messages)),
-            self._get_api_settings(settings),
+        stream: bool,
+    ) -> dict[str, Any]:
+        """The ``/messages`` body (`messages_body`). llmchat calls this; user code does not."""
+        return messages_body(
+            history,
+            members,
             tools,
             tool_choice,
             stream=stream,
             default_max_tokens=self.default_max_tokens,
         )
-        return self._wire_request(self.chat_path, body, stream=stream)

@@ -12,18 +12,18 @@ completions; and `probe_server_limits` asks ``GET /models/{model}``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..dialects.base import Dialect
 from ..dialects.gemini import GeminiContent as GeminiDialect
 from ..dialects.gemini_request import build_request
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import MessageLike, coerce_messages
+from ..messages import Message
 from ..probe import _is_positive_int
 from ..redact import check_secret
 from ..settings import Settings
-from ._request import USER_AGENT, WireRequest
+from ._request import USER_AGENT
 from .openai_common import OpenAICommon
 
 __all__ = ["DEFAULT_API_URL", "Gemini", "model_resource"]
@@ -89,28 +89,27 @@ class Gemini(OpenAICommon):
             headers["x-goog-api-key"] = self._api_key
         return headers
 
-    def prepare_chat_request(
-        self,
-        messages: Iterable[MessageLike],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        settings: Settings | None = None,
-        *,
-        stream: bool = False,
-    ) -> WireRequest:
-        """Return the Gemini request exactly as it would be posted, without sending it.
+    def _chat_route(self, members: Mapping[str, Any], *, stream: bool) -> str:
+        """``/models/{model}:generateContent``, or ``:streamGenerateContent?alt=sse``.
 
-        Raises `ValueError`/`TypeError` naming the field for bad input (no
-        `model` included) before any I/O.
+        Raises `ValueError` naming `model` when there is none (before any I/O).
+        llmchat calls this; user code does not.
         """
-        api_settings = self._get_api_settings(settings)
-        resource = model_resource(api_settings.get("model", self.model))
-        if messages is None:
-            raise InvalidTypeError("messages must be a list of messages, got None")
-        normalized = self.normalized_messages(coerce_messages(messages))
-        body = build_request(normalized, api_settings, tools, tool_choice)
+        resource = model_resource(members.get("model", self.model))
         verb = ":streamGenerateContent?alt=sse" if stream else ":generateContent"
-        return self._wire_request(f"/{resource}{verb}", body, stream=stream)
+        return f"/{resource}{verb}"
+
+    def _build_chat_body(
+        self,
+        history: list[Message],
+        members: dict[str, Any],
+        tools: list[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        """The ``generateContent`` body (`build_request`); llmchat calls it, user code does not."""
+        return build_request(history, members, tools, tool_choice)
 
     def probe_server_limits(self) -> dict[str, Any]:
         """Ask ``GET /models/{model}`` for the model's token limits; never raises.

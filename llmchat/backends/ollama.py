@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
 from ..dialects.base import Dialect
 from ..dialects.ollama import OllamaChat, OllamaGenerate
 from ..dialects.ollama_request import chat_body, generate_body, prompt_parts
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import MessageLike
+from ..messages import Message, MessageLike
 from ..probe import _is_positive_int
 from ..response import Response
 from ..settings import Settings
@@ -94,32 +94,18 @@ class Ollama(OpenAICommon):
 
     # -- requests -----------------------------------------------------------
 
-    def prepare_chat_request(
+    def _build_chat_body(
         self,
-        messages: Iterable[MessageLike],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        settings: Settings | None = None,
+        history: list[Message],
+        members: dict[str, Any],
+        tools: list[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
         *,
-        stream: bool = False,
-    ) -> WireRequest:
-        """Return the ``/api/chat`` request exactly as it would be posted, without sending it.
-
-        Raises `ValueError`/`TypeError` naming the field for bad input.
-        """
-        generation = self._get_api_settings(settings)
-        model = generation.pop("model", None)
-        if tool_choice is not None and not isinstance(tool_choice, (str, Mapping)):
-            raise InvalidTypeError("tool_choice must be a str, a mapping or None")
-        body = chat_body(
-            self.normalized_messages(_checked(messages)),
-            generation,
-            tools,
-            tool_choice,
-            model,
-            stream,
-        )
-        return self._wire_request(self.chat_path, body, stream=stream)
+        stream: bool,
+    ) -> dict[str, Any]:
+        """The ``/api/chat`` body (`chat_body`). llmchat calls this; user code does not."""
+        model = members.pop("model", None)
+        return chat_body(history, members, tools, tool_choice, model, stream)
 
     def prepare_text_request(
         self,

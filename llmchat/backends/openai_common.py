@@ -32,7 +32,7 @@ from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts
 from . import _clone, _runners
 from ._hooks import Hooks
 from ._options import KEEP, base_init_kwargs, check_arguments
-from ._request import USER_AGENT, WireRequest, chat_request, text_request
+from ._request import USER_AGENT, WireRequest, chat_request, openai_messages, text_request
 from ._request import wire_request as _build_wire_request
 
 log = logging.getLogger("llmchat")
@@ -55,25 +55,31 @@ class OpenAICommon(Hooks):
        (or None); returns the body members that say how to generate (model,
        samplers, response format). Runs before messages are attached, so it
        must not look at the conversation.
-    2. `_finalize_request_body(body) -> dict` — gets the assembled body
+    2. `_chat_route(members, *, stream) -> str` — the path a chat request is
+       posted to (default `chat_path`; Gemini's depends on the model).
+    3. `_build_chat_body(history, members, tools, tool_choice, *, stream) ->
+       dict` — the chat body in the backend's wire dialect, from the
+       normalized OpenAI-shaped conversation, those members and the checked
+       tools (default: the OpenAI chat body; each dialect backend has its own).
+    4. `_finalize_request_body(body) -> dict` — gets the assembled body
        (``messages`` or ``prompt``, tools, stream flags); returns the body to
        send. Build new dicts; never reach back into the caller's messages.
-    3. `_encode_request_body(body) -> bytes` — returns the exact bytes posted
+    5. `_encode_request_body(body) -> bytes` — returns the exact bytes posted
        (default `wire_json.encode`). Must not change `body`.
-    4. `_get_api_headers() -> dict` — returns the HTTP headers for every
+    6. `_get_api_headers() -> dict` — returns the HTTP headers for every
        request (``Authorization`` only when an API key is set).
-    5. `make_response(request)` / `make_stream_response(request)` — factories
+    7. `make_response(request)` / `make_stream_response(request)` — factories
        for the `Response` of a blocking / streamed call; get the finished body
        and must not change it. Both default to
        ``self.response_class(request, secrets=self._secrets())``: to get a
        Response subclass with provider fields, set `response_class` instead.
-    6. `_lift_usage(response, payload)` — copies usage and model from every
+    8. `_lift_usage(response, payload)` — copies usage and model from every
        decoded body or stream event onto `response`; must not change `payload`.
-    7. `_reconcile_finish_reason(response, reason, request) -> str` — gets the
+    9. `_reconcile_finish_reason(response, reason, request) -> str` — gets the
        provider's finish reason (once per completion) and the sent body;
        returns the reason the Response acts on. If it raises, the provider's
        reason is kept.
-    8. `_on_complete(response)` — runs once per successful completion, in
+    10. `_on_complete(response)` — runs once per successful completion, in
        both modes, before the Response is done (post-call metadata such as a
        cost lookup); never on a failure or a cancel. It may set fields on
        `response`, and must not change `response.request`. An exception here
@@ -258,12 +264,7 @@ class OpenAICommon(Hooks):
 
     def wire_message_hashes(self, messages: Iterable[MessageLike]) -> list[dict[str, Any]]:
         """Return the `messages` member of a chat body: new dicts, normalized."""
-        out = []
-        for message in self.normalized_messages(messages):
-            wire = message.to_dict()
-            wire.pop("reasoning_parts", None)  # another dialect's; not OpenAI's shape
-            out.append(wire)
-        return out
+        return openai_messages(self.normalized_messages(messages))
 
     # -- request assembly ---------------------------------------------------
 

@@ -13,18 +13,17 @@ it stopped at ``max_output_tokens``: `_reconcile_finish_reason` turns that into
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..dialects.base import Dialect
 from ..dialects.responses import ResponsesDialect
 from ..dialects.responses_request import responses_body
-from ..messages import MessageLike
+from ..messages import Message
 from ..probe import _is_positive_int
 from ..redact import check_secret
 from ..response import Response
 from ..settings import Settings
-from ._request import WireRequest, _checked_tools, _message_list
 from .openai_common import OpenAICommon
 
 __all__ = ["DEFAULT_API_URL", "OpenAIResponses"]
@@ -89,31 +88,18 @@ class OpenAIResponses(OpenAICommon):
             api_key = check_secret("the OPENAI_API_KEY environment variable", from_env)
         super().__init__(api_url, api_key, model, settings, **common)
 
-    def prepare_chat_request(
+    def _build_chat_body(
         self,
-        messages: Iterable[MessageLike],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        settings: Settings | None = None,
+        history: list[Message],
+        members: dict[str, Any],
+        tools: list[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
         *,
-        stream: bool = False,
-    ) -> WireRequest:
-        """Return the ``POST /responses`` request exactly as it would be posted.
-
-        Runs every request hook in order; raises `ValueError`/`TypeError`
-        naming the field for bad input.
-        """
-        members = self._get_api_settings(settings)
+        stream: bool,
+    ) -> dict[str, Any]:
+        """The ``/responses`` body (`responses_body`). llmchat calls this; user code does not."""
         model = members.pop("model", None)
-        body = responses_body(
-            self.normalized_messages(_message_list(messages)),
-            members,
-            None if tools is None else _checked_tools(tools),
-            tool_choice,
-            model=model,
-            stream=stream,
-        )
-        return self._wire_request(self.chat_path, body, stream=stream)
+        return responses_body(history, members, tools, tool_choice, model=model, stream=stream)
 
     def _reconcile_finish_reason(
         self, response: Response, reason: str, request: Mapping[str, Any]
