@@ -215,3 +215,41 @@ def test_to_message_of_a_tool_call_has_no_content() -> None:
     turn = r.to_message()
     assert turn.content is None and turn.reasoning_parts is None
     assert turn.tool_calls is not None and turn.tool_calls[0]["function"]["name"] == "f"
+
+
+class GatewayBackend(OpenAICommon):
+    """A user's own gateway: its own route per mode and its own body, the toy wire."""
+
+    dialect = Toy
+    text_dialect = None
+
+    def _chat_route(self, members: Mapping[str, Any], *, stream: bool) -> str:
+        return f"/gw/{members.get('model', 'none')}/{'stream' if stream else 'once'}"
+
+    def _build_chat_body(
+        self,
+        history: list[Message],
+        members: dict[str, Any],
+        tools: list[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        return {"turns": [m.content for m in history], "knobs": members, "tools": tools or []}
+
+
+def test_a_subclass_builds_its_own_route_and_body_through_the_shared_checks() -> None:
+    backend = GatewayBackend("http://gw.test/v1", model="m7")
+    request = backend.prepare_chat_request(
+        [{"role": "user", "content": "hi"}], [{"type": "function"}], stream=True
+    )
+    assert request.url == "http://gw.test/v1/gw/m7/stream"
+    assert json.loads(request.data) == {
+        "knobs": {"model": "m7"},
+        "tools": [{"type": "function"}],
+        "turns": ["hi"],
+    }
+    with pytest.raises(TypeError, match="tool_choice"):
+        backend.prepare_chat_request([{"role": "user", "content": "hi"}], tool_choice=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"tools\[0\]"):
+        backend.prepare_chat_request([{"role": "user", "content": "hi"}], ["nope"])  # type: ignore[list-item]
