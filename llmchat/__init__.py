@@ -14,6 +14,7 @@ from .backends.mock import MockBackend
 from .backends.ollama import Ollama
 from .backends.openai_common import OpenAICommon
 from .backends.openrouter import OpenRouter
+from .backends.responses import OpenAIResponses
 from .chunk import Chunk
 from .errors import LLMChatError
 from .messages import Message, normalize_messages
@@ -31,6 +32,7 @@ __all__ = [
     "MockBackend",
     "Ollama",
     "OpenAICommon",
+    "OpenAIResponses",
     "OpenRouter",
     "Response",
     "Settings",

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from llmchat.backends.gemini import Gemini
 from llmchat.chunk import Chunk
-from llmchat.dialects.gemini import Gemini as GeminiDialect
+from llmchat.dialects.gemini import GeminiContent as GeminiDialect
 from llmchat.pipeline.accumulate import Accumulator
 from llmchat.response import Response
 from llmchat.sse import SSEDecoder

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from llmchat.dialects.gemini import FINISH_REASONS, Gemini
+from llmchat.dialects.gemini import FINISH_REASONS
+from llmchat.dialects.gemini import GeminiContent as Gemini
 from llmchat.pipeline.accumulate import Accumulator
 from llmchat.tools import ToolCall
 

@@ -29,6 +29,7 @@ EXPECTED = {
         b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]\n"
         b"blocking: Paris is the capital of France. [server time: "
     ),
+    "responses_chat.py": b"[stop/completed; 21 prompt tokens, 6 generated]\nfollow-up: Paris",
     "ollama_face.py": (
         b"ollama: Paris is the capital of France.\n[stop; 6 prompt tokens, 6 generated]"
     ),

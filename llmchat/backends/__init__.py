@@ -9,6 +9,7 @@ from .mock import MockBackend, RecordedCall
 from .ollama import Ollama
 from .openai_common import OpenAICommon
 from .openrouter import OpenRouter, OpenRouterResponse
+from .responses import OpenAIResponses
 
 __all__ = [
     "Anthropic",
@@ -17,6 +18,7 @@ __all__ = [
     "MockBackend",
     "Ollama",
     "OpenAICommon",
+    "OpenAIResponses",
     "OpenRouter",
     "OpenRouterResponse",
     "RecordedCall",

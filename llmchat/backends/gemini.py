@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from ..dialects.base import Dialect
-from ..dialects.gemini import Gemini as GeminiDialect
+from ..dialects.gemini import GeminiContent as GeminiDialect
 from ..dialects.gemini_request import build_request
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import MessageLike, coerce_messages

@@ -28,7 +28,7 @@ from ..tools import ToolCall
 from .base import Delta, Dialect, inband_error, is_count
 from .gemini_calls import PartialCalls, whole_call
 
-__all__ = ["CALL_ID_PREFIX", "FINISH_REASONS", "Gemini", "usage_fields"]
+__all__ = ["CALL_ID_PREFIX", "FINISH_REASONS", "GeminiContent", "usage_fields"]
 
 FINISH_REASONS: Final[Mapping[str, str]] = {
     "STOP": "stop",
@@ -49,7 +49,7 @@ calls of one completion ``gemini-call-0``, ``gemini-call-1`` … in order, the s
 in both modes. No call id is sent back to Gemini (it pairs by name and order)."""
 
 
-class Gemini(Dialect):
+class GeminiContent(Dialect):
     """The Gemini ``GenerateContentResponse`` decoder; one instance per completion.
 
     Keeps the calls numbered so far, a call whose ``partialArgs`` are still

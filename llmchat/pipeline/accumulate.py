@@ -111,10 +111,10 @@ class Accumulator:
         try:
             payload = _parse_json(data)
         except ValueError:
-            self.drop()  # a garbage frame, or one cut off mid-JSON at end of body
-            return []
+            payload = None  # a garbage frame, or one cut off mid-JSON at end of body
         if type(payload) is not dict:
-            self.drop()
+            if not self.done:  # after the end (OpenRouter's [DONE] after response.completed)
+                self.drop()
             return []
         self.payload = payload
         if self.done:

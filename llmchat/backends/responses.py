@@ -1,0 +1,141 @@
+"""OpenAIResponses: the backend for the OpenAI Responses API (``POST /responses``).
+
+What differs from `OpenAICommon`: the body is built by
+`llmchat.dialects.responses_request` (``instructions`` and ``input`` items, flat
+function tools, ``text.format``, ``reasoning.effort``, ``max_output_tokens``,
+``store: false``), the answer is read by `ResponsesDialect`, the Settings the
+API has no field for are not sent, and there are no text completions. A
+llama-server answers ``/v1/responses`` too, and reports ``completed`` even when
+it stopped at ``max_output_tokens``: `_reconcile_finish_reason` turns that into
+``length`` when the usage shows the limit was reached.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Final
+
+from ..dialects.base import Dialect
+from ..dialects.responses import ResponsesDialect
+from ..dialects.responses_request import responses_body
+from ..messages import MessageLike
+from ..probe import _is_positive_int
+from ..redact import check_secret
+from ..response import Response
+from ..settings import Settings
+from ._request import WireRequest, _checked_tools, _message_list
+from .openai_common import OpenAICommon
+
+__all__ = ["DEFAULT_API_URL", "OpenAIResponses"]
+
+DEFAULT_API_URL: Final = "https://api.openai.com/v1"
+
+# Settings the Responses API has no member for; an extra_body key of the same name is still sent.
+_NOT_IN_THE_API: Final = (
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "stop",
+    "logit_bias",
+    "reasoning_budget_tokens",
+    "id_slot",
+    "cache_prompt",
+    "xtc_probability",
+    "xtc_threshold",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_sequence_breakers",
+)
+
+
+class OpenAIResponses(OpenAICommon):
+    """A backend for the OpenAI Responses API, or any server that speaks it.
+
+        backend = OpenAIResponses(model="gpt-5-mini")            # key: env OPENAI_API_KEY
+        local = OpenAIResponses("http://127.0.0.1:8080/v1")      # a llama-server
+        r = backend.chat_completion([{"role": "user", "content": "Hi"}])
+        print(r.msg if r.is_success else r.err)
+
+    Stateless: the whole conversation goes every time, with ``store: false``
+    (a ``store`` in ``extra_body`` wins) and never a ``previous_response_id``.
+    Reasoning items come back on `Response.reasoning_parts` and go out again
+    from `Response.to_message()`. Settings the API lacks (``stop``, ``seed``,
+    ``top_k`` and the other samplers) are not sent; put them in ``extra_body``
+    for a server that reads them (llama-server does).
+    """
+
+    dialect: ClassVar[type[Dialect]] = ResponsesDialect
+    text_dialect: ClassVar[type[Dialect] | None] = None
+    chat_path: ClassVar[str] = "/responses"
+    send_include_usage: ClassVar[bool] = False  # usage comes on response.completed
+    setting_field_names: ClassVar[Mapping[str, str | None]] = dict.fromkeys(_NOT_IN_THE_API)
+
+    def __init__(
+        self,
+        api_url: str = DEFAULT_API_URL,
+        api_key: str | None = None,
+        model: str | None = None,
+        settings: Settings | None = None,
+        **common: Any,
+    ) -> None:
+        if api_key is None:
+            from_env = os.environ.get("OPENAI_API_KEY") or None
+            api_key = check_secret("the OPENAI_API_KEY environment variable", from_env)
+        super().__init__(api_url, api_key, model, settings, **common)
+
+    def prepare_chat_request(
+        self,
+        messages: Iterable[MessageLike],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        settings: Settings | None = None,
+        *,
+        stream: bool = False,
+    ) -> WireRequest:
+        """Return the ``POST /responses`` request exactly as it would be posted.
+
+        Runs every request hook in order; raises `ValueError`/`TypeError`
+        naming the field for bad input.
+        """
+        members = self._get_api_settings(settings)
+        model = members.pop("model", None)
+        body = responses_body(
+            self.normalized_messages(_message_list(messages)),
+            members,
+            None if tools is None else _checked_tools(tools),
+            tool_choice,
+            model=model,
+            stream=stream,
+        )
+        return self._wire_request(self.chat_path, body, stream=stream)
+
+    def _reconcile_finish_reason(
+        self, response: Response, reason: str, request: Mapping[str, Any]
+    ) -> str:
+        """Turn a ``completed`` that used every allowed output token into ``length``.
+
+        llama-server's ``/v1/responses`` says ``completed`` when generation hit
+        ``max_output_tokens``; ``output_tokens`` reaching the request's limit is
+        the evidence (kept on `response.finish_reason_evidence`). llmchat calls
+        this; user code does not; override it in a subclass.
+        """
+        if reason not in ("stop", "tool_calls") or response.provider_finish_reason != "completed":
+            return reason
+        limit = request.get("max_output_tokens")
+        used = response.completion_tokens
+        if not (isinstance(limit, int) and _is_positive_int(limit)) or not isinstance(used, int):
+            return reason
+        if used < limit:
+            return reason
+        response.finish_reason_evidence = {
+            "rule": "output_tokens_at_limit",
+            "output_tokens": used,
+            "max_output_tokens": limit,
+        }
+        return "length"
