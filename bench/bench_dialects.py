@@ -78,6 +78,11 @@ MAX_TOKENS = 4_096
 """Sent by the clients that need a `max_tokens` (Anthropic's); above the stream's length."""
 SHORT_MAX_TOKENS = 8
 PROMPT_TOKENS = 22
+LITELLM_RESPONSES_MODEL = "gpt-4o"
+"""The model litellm's Responses route is given. For a model missing from its model map
+(``openai/responses/loopback``) litellm 1.110.2 posts without ``stream: true`` and fakes
+the stream from the blocking answer; a name in the map makes it stream for real (the
+server ignores the name)."""
 RAW_READ = 65_536
 WAIT = 10.0
 DRAIN = "(litellm logging backlog)"
@@ -709,9 +714,10 @@ class Clients:
             }
             for key in all_wires:
                 prefix, base = routes[key]
+                model = prefix + (LITELLM_RESPONSES_MODEL if key == "responses" else MODEL)
                 if key != "chat":
-                    self.stream[(key, "litellm")] = _litellm(prefix + MODEL, base, stream=True)
-                self.short[(key, "litellm")] = _litellm(prefix + MODEL, base, stream=False)
+                    self.stream[(key, "litellm")] = _litellm(model, base, stream=True)
+                self.short[(key, "litellm")] = _litellm(model, base, stream=False)
 
     def close(self) -> None:
         for close in reversed(self._closers):
@@ -1028,7 +1034,7 @@ STREAM_LABELS = {
         "anthropic": 'litellm {litellm} `completion("anthropic/…", stream=True)`',
         "ollama": 'litellm {litellm} `completion("ollama_chat/…", stream=True)`',
         "gemini": 'litellm {litellm} `completion("gemini/…", stream=True)`',
-        "responses": 'litellm {litellm} `completion("openai/responses/…", stream=True)`',
+        "responses": 'litellm {litellm} `completion("openai/responses/gpt-4o", stream=True)`',
     },
 }
 SHORT_LABELS = {
@@ -1046,7 +1052,7 @@ SHORT_LABELS = {
         "anthropic": 'litellm {litellm} `completion("anthropic/…")`',
         "ollama": 'litellm {litellm} `completion("ollama_chat/…")`',
         "gemini": 'litellm {litellm} `completion("gemini/…")`',
-        "responses": 'litellm {litellm} `completion("openai/responses/…")`',
+        "responses": 'litellm {litellm} `completion("openai/responses/gpt-4o")`',
     },
 }
 
@@ -1328,6 +1334,15 @@ def main(argv: list[str] | None = None) -> int:
         "loopback server with `api_base` and posted to it for every dialect: "
         + "; ".join(lite_routes)
         + (f". Wrong routes: {'; '.join(wrong_routes)}." if wrong_routes else ".")
+        + (
+            ". For the Responses dialect litellm is given the model `gpt-4o`: with a model "
+            "its model map lacks (`openai/responses/loopback`, and `litellm.responses` alike) "
+            "it posts without `stream: true` and fakes the stream from the blocking answer "
+            "(in a trial run every such stream came back as the 2-character blocking answer); "
+            "the server ignores the name"
+            if with_responses
+            else ""
+        )
         + " (its `ollama_chat` route also asks `/api/show` for model info on its first call; "
         "the server answers it as an Ollama would). litellm ran with "
         "`REPEATED_STREAMING_CHUNK_LIMIT` lifted, and its per-chunk "
