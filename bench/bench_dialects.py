@@ -1335,16 +1335,16 @@ def main(argv: list[str] | None = None) -> int:
         + "; ".join(lite_routes)
         + (f". Wrong routes: {'; '.join(wrong_routes)}." if wrong_routes else ".")
         + (
-            ". For the Responses dialect litellm is given the model `gpt-4o`: with a model "
+            " For the Responses dialect litellm is given the model `gpt-4o`: with a model "
             "its model map lacks (`openai/responses/loopback`, and `litellm.responses` alike) "
             "it posts without `stream: true` and fakes the stream from the blocking answer "
             "(in a trial run every such stream came back as the 2-character blocking answer); "
-            "the server ignores the name"
+            "the server ignores the name."
             if with_responses
             else ""
         )
-        + " (its `ollama_chat` route also asks `/api/show` for model info on its first call; "
-        "the server answers it as an Ollama would). litellm ran with "
+        + " Its `ollama_chat` route also asks `/api/show` for model info on its first call; "
+        "the server answers it as an Ollama would. litellm ran with "
         "`REPEATED_STREAMING_CHUNK_LIMIT` lifted, and its per-chunk "
         "logging backlog was waited out, untimed, after each of its streams (as in "
         "`bench_stream`). Gemini has no SDK row: google-genai is not installed here (it is not "
