@@ -20,6 +20,7 @@ SCRIPTS = (
     "bench_import.py",
     "bench_request.py",
     "bench_stream.py",
+    "bench_dialects.py",
     "bench_proxy.py",
     "bench_memory.py",
     "bench_real_llamacpp.py",  # needs the "real" extra; says so and fails alone without it
