@@ -72,7 +72,14 @@ class Response:
         self.request = request
         """The request body that was sent (the finished body); None if unknown."""
         self._redactor = Redactor.of(secrets)
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        # `_cond`: waiters for the settle and the first content (`wait`,
+        # `wait_for_content`). `_arrived`: iterators waiting for chunks, on the
+        # same lock, so a read that adds chunks wakes only them (never a thread
+        # parked in `wait()`), and only when one waits (`_waiting`, under the lock).
+        self._cond = threading.Condition(lock)
+        self._arrived = threading.Condition(lock)
+        self._waiting = 0
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._refusal: list[str] = []
@@ -204,9 +211,13 @@ class Response:
     def __iter__(self) -> Iterator[Chunk]:
         index = 0
         while True:
-            with self._cond:
+            with self._arrived:
                 while index >= len(self._chunks) and not self.is_done:
-                    self._cond.wait()
+                    self._waiting += 1
+                    try:
+                        self._arrived.wait()
+                    finally:
+                        self._waiting -= 1
                 batch = self._chunks[index:]  # everything that has arrived, in one lock
             if not batch:
                 return
@@ -325,7 +336,7 @@ class Response:
         with self._cond:
             if self.is_done:
                 return
-            ttft = self.timing.ttft_seconds is not None
+            ttft = had_ttft = self.timing.ttft_seconds is not None
             for chunk in chunks:
                 if chunk.content:
                     self._text.append(chunk.content)
@@ -339,7 +350,10 @@ class Response:
                     self.tool_calls.extend(chunk.tool_calls)
                     ttft = ttft or self._first_content()
             self._chunks.extend(chunks)
-            self._cond.notify_all()
+            if self._waiting:
+                self._arrived.notify_all()
+            if ttft and not had_ttft:
+                self._cond.notify_all()  # `wait_for_content`
 
     def _first_content(self) -> bool:
         self.timing.ttft_seconds = time.monotonic() - self._started
@@ -366,8 +380,10 @@ class Response:
                 chunk.content or chunk.thinking or chunk.tool_calls for chunk in chunks
             ):
                 self.timing.ttft_seconds = time.monotonic() - self._started
+                self._cond.notify_all()  # `wait_for_content`
             self._chunks.extend(chunks)
-            self._cond.notify_all()
+            if self._waiting:
+                self._arrived.notify_all()
 
     def _settle(
         self,
@@ -401,6 +417,7 @@ class Response:
         self.timing.total_seconds = time.monotonic() - self._started
         self.is_done = True
         self._cond.notify_all()
+        self._arrived.notify_all()
 
     def _scrub(self, text: str | None) -> str | None:
         """Remove every form of the secrets from text a server may have echoed them into."""
