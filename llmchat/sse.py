@@ -95,6 +95,21 @@ class SSEDecoder:
         Raises `EventTooLarge` when an event passes `max_event_bytes`; the
         decoder is then spent (feed it no more).
         """
+        if (
+            data.startswith(b"data: ")
+            and data.endswith(b"\n\n")
+            and data.find(b"\n", 6) == len(data) - 2
+            and not (self._skip_lf or self._first_line or self._open or self._partial)
+            and b"\r" not in data
+            and (self._max is None or len(data) - 2 <= self._max)
+        ):
+            # One read that is exactly one single-line ``data:`` frame at a frame
+            # boundary: what a server writing one HTTP chunk per event gives every
+            # read. The same event `_feed_frames` makes of it, with none of its steps.
+            try:
+                return [SSEEvent(data[6:-2].decode("utf-8"))]
+            except UnicodeDecodeError:
+                return [SSEEvent(undecodable=True)]
         out: list[SSEEvent] = []
         if not data:
             return out
