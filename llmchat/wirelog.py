@@ -69,9 +69,12 @@ class WireLog:
         self._append([line])
 
     def first_byte(self) -> None:
-        if self._first_byte_seen or not self.enabled:
+        # Called on every read: after the first, one attribute test, logging on or off.
+        if self._first_byte_seen:
             return
         self._first_byte_seen = True
+        if not self.enabled:
+            return
         line = f"<<< first body byte {self._since()}"
         log.debug("#%d %s", self.number, line)
         self._append([line])
