@@ -16,10 +16,10 @@ the provider's verbatim.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
+from .. import fastjson
 from ..chunk import Chunk
 from ..dialects.base import Delta, Dialect
 from ..dialects.openai_chat import OpenAIChat, OpenAIText
@@ -109,7 +109,7 @@ class Accumulator:
         if marker is not None and len(data) < 16 and data.strip() == marker:
             return self.mark_done()
         try:
-            payload = _parse_json(data)
+            payload = fastjson.loads(data)
         except ValueError:
             payload = None  # a garbage frame, or one cut off mid-JSON at end of body
         if type(payload) is not dict:
@@ -267,17 +267,3 @@ class Accumulator:
 def _raw(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The payload as a Chunk's `raw` (decoded JSON is a dict already: no copy)."""
     return payload if isinstance(payload, dict) else dict(payload)
-
-
-def _parse_json(text: str) -> Any:
-    """`json.loads` without its two whitespace regex passes in the common case."""
-    try:
-        value, end = _raw_decode(text)
-    except ValueError:
-        return json.loads(text)  # leading whitespace, or really not JSON: loads decides
-    if end != len(text) and text[end:].strip():
-        raise ValueError(f"extra data after the JSON value at {end}")
-    return value
-
-
-_raw_decode = json.JSONDecoder().raw_decode

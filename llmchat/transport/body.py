@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from .. import fastjson
 
 __all__ = ["decode_body", "parse_json"]
 
@@ -23,6 +24,6 @@ def decode_body(data: bytes) -> str:
 def parse_json(text: str) -> Any:
     """Parse JSON whatever the Content-Type said; None when it is not JSON."""
     try:
-        return json.loads(text)
+        return fastjson.loads(text)
     except ValueError:
         return None
