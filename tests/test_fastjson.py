@@ -1,0 +1,205 @@
+"""fastjson: orjson and the stdlib give the same value (or both a ValueError) on every document."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmchat import fastjson
+
+needs_orjson = pytest.mark.skipif(not fastjson.available(), reason="orjson is not installed")
+
+
+@pytest.fixture
+def orjson_path() -> Iterator[None]:
+    before = fastjson.active()
+    fastjson.use("orjson")
+    yield
+    fastjson.use(before)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types, floats to the bit, object members in the same order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return struct.pack("<d", a) == struct.pack("<d", b) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
+
+
+def _outcome(loads: Any, text: str) -> tuple[str, Any]:
+    try:
+        return "value", loads(text)
+    except ValueError:
+        return "error", None
+    except RecursionError:  # the stdlib's answer to very deep nesting: the same on both paths
+        return "recursion", None
+
+
+def _check(text: str) -> None:
+    got, want = _outcome(fastjson.loads, text), _outcome(json.loads, text)
+    assert got[0] == want[0], (text, got, want)
+    assert _same(got[1], want[1]), (text, got, want)
+
+
+TRICKY = [
+    # numbers: past 64 bits (orjson reads them as floats), past the double range, edges
+    "18446744073709551615",
+    "18446744073709551616",
+    "-9223372036854775808",
+    "-9223372036854775809",
+    '{"n": 123456789012345678901234567890}',
+    '{"id": "1234567890123456789012"}',  # a long digit run in a string: still the same value
+    "1e400",
+    "-1e400",
+    "1.7976931348623157e309",
+    "4.9e-324",
+    "1e-400",
+    "2.2250738585072014e-308",
+    "0.1000000000000000055511151231257827",
+    "-0",
+    "-0.0",
+    "1E2",
+    "1.5e+3",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "[NaN, Infinity]",
+    "01",
+    "1.",
+    ".5",
+    "+1",
+    "0x10",
+    "-",
+    # objects: duplicate keys (last wins, first position), nesting
+    '{"a": 1, "b": 2, "a": 3}',
+    '{"a": {"b": 1}, "a": [2]}',
+    "[" * 200 + "]" * 200,
+    "[" * 1100 + "]" * 1100,
+    '{"a":' * 1100 + "1" + "}" * 1100,
+    # strings: surrogates escaped and raw, control characters, escapes
+    '"\\ud800"',
+    '"\\udc00\\ud800"',
+    '"\\ud83d\\ude00"',
+    '"\ud800"',
+    '{"\\ud800": 1}',
+    '"\\u0000"',
+    '"\x00"',
+    '"\x01"',
+    '"\t"',
+    '"\x7f"',
+    '"\\x41"',
+    '"\\/"',
+    '"\ufffe\uffff"',
+    '"东京 🙂"',
+    # whitespace: JSON's four, and others json.loads refuses
+    " 1 ",
+    "\n\r\t[1]\n",
+    "\ufeff{}",
+    "\x0c1",
+    "{}\x0c",
+    "[]\u00a0",
+    "{}\u2028",
+    "",
+    "   ",
+    # literals and garbage
+    "true",
+    "True",
+    "null",
+    "nul",
+    "[1, 2,]",
+    '{"a": 1,}',
+    "{} {}",
+    "[1] x",
+    "// c\n1",
+]
+
+
+@needs_orjson
+@pytest.mark.parametrize("text", TRICKY)
+def test_orjson_path_matches_the_stdlib_on_tricky_documents(orjson_path: None, text: str) -> None:
+    _check(text)
+
+
+def test_stdlib_path_matches_json_loads_on_tricky_documents() -> None:
+    before = fastjson.active()
+    fastjson.use("stdlib")
+    try:
+        for text in TRICKY:
+            _check(text)
+    finally:
+        fastjson.use(before)
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@needs_orjson
+@given(_values, st.booleans())
+def test_orjson_path_matches_the_stdlib_on_generated_documents(
+    value: Any, ascii_only: bool
+) -> None:
+    before = fastjson.active()
+    fastjson.use("orjson")
+    try:
+        _check(json.dumps(value, ensure_ascii=ascii_only))
+    finally:
+        fastjson.use(before)
+
+
+_JSONISH = st.text(alphabet=st.sampled_from(list('{}[]",:0123456789.eE+-\\u dtrfalsn\t\n\ud800')))
+
+
+@needs_orjson
+@given(_JSONISH)
+def test_orjson_path_matches_the_stdlib_on_generated_text(text: str) -> None:
+    before = fastjson.active()
+    fastjson.use("orjson")
+    try:
+        _check(text)
+    finally:
+        fastjson.use(before)
+
+
+def test_use_refuses_an_unknown_parser() -> None:
+    with pytest.raises(ValueError, match="LLMCHAT_JSON"):
+        fastjson.use("simdjson")
+
+
+def test_use_stdlib_and_auto() -> None:
+    before = fastjson.active()
+    try:
+        fastjson.use("stdlib")
+        assert fastjson.active() == "stdlib"
+        fastjson.use("auto")
+        assert fastjson.active() == ("orjson" if fastjson.available() else "stdlib")
+    finally:
+        fastjson.use(before)
+
+
+@pytest.mark.skipif(fastjson.available(), reason="orjson is installed")
+def test_use_orjson_without_it_names_the_extra() -> None:
+    with pytest.raises(ImportError, match="fast"):
+        fastjson.use("orjson")

@@ -1,0 +1,107 @@
+"""RequestsTransport's body reads: which bodies skip urllib3's per-read layers, and that the
+bytes, the errors and the connection's release to the pool stay urllib3's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from urllib3 import exceptions as u3
+
+from llmchat.testing import Drop, Reply, ScriptedServer, Write
+from llmchat.transport import Exchange, RequestsTransport, TransportResponse, classify_exception
+from llmchat.transport.requests_transport import _plain_body
+
+PIECES = [b"data: one\n\n", b"data: two\n\n", b"data: [DONE]\n\n"]
+SSE = {"Content-Type": "text/event-stream"}
+
+
+@pytest.fixture
+def transport() -> Iterator[RequestsTransport]:
+    transport = RequestsTransport()
+    yield transport
+    transport.close()
+
+
+def _open(transport: RequestsTransport, url: str) -> TransportResponse:
+    return transport.open(
+        "POST", url + "/x", {}, b"{}", Exchange(), connect_timeout=5.0, read_timeout=5.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "plain"),
+    [
+        (Reply(200, SSE, framing="chunked", steps=[Write(p) for p in PIECES]), True),
+        (Reply(200, SSE, framing="close", steps=[Write(p) for p in PIECES]), True),
+        (Reply(200, SSE, framing="length", steps=[Write(p) for p in PIECES]), False),
+        (
+            Reply(
+                200,
+                SSE,
+                framing="chunked",
+                steps=[Write(p) for p in PIECES],
+                content_encoding="gzip",
+            ),
+            False,
+        ),
+    ],
+    ids=["chunked", "close-delimited", "content-length", "gzip"],
+)
+def test_which_bodies_are_read_below_urllib3(
+    transport: RequestsTransport, reply: Reply, plain: bool
+) -> None:
+    with ScriptedServer(reply) as url:
+        http = _open(transport, url)
+        raw = http._response.raw  # type: ignore[attr-defined]
+        assert (_plain_body(raw) is not None) is plain
+        assert http.read() == b"".join(PIECES)  # the same bytes either way
+        http.close()
+
+
+def test_a_plain_chunked_body_read_to_its_end_returns_the_connection(
+    transport: RequestsTransport,
+) -> None:
+    reply = Reply(200, SSE, framing="chunked", steps=[Write(p) for p in PIECES])
+    server = ScriptedServer(reply)
+    with server as url:
+        for _ in range(3):
+            http = _open(transport, url)
+            assert b"".join(http.iter_bytes()) == b"".join(PIECES)
+            http.close()
+        assert [r.connection_id for r in server.requests] == [0, 0, 0]
+
+
+def test_a_plain_body_cut_off_raises_what_urllib3_raises(transport: RequestsTransport) -> None:
+    reply = Reply(200, SSE, framing="chunked", steps=[Write(PIECES[0]), Drop()])
+    server = ScriptedServer(reply)
+    with server as url:
+        http = _open(transport, url)
+        got: list[bytes] = []
+        with pytest.raises(u3.ProtocolError) as caught:
+            got.extend(http.iter_bytes())
+        http.close()
+        assert got == [PIECES[0]]
+        error_class, message = classify_exception(caught.value, after_headers=True)
+        assert error_class == "response" and message.startswith("Body cut off")
+        # The broken connection was not pooled: the next request opens a new one.
+        http = _open(transport, url)
+        http.close()
+        assert server.requests[-1].connection_id != server.requests[0].connection_id
+
+
+def test_a_reader_that_stops_early_leaves_the_connection_closed(
+    transport: RequestsTransport,
+) -> None:
+    reply = Reply(200, SSE, framing="chunked", steps=[Write(p) for p in PIECES])
+    server = ScriptedServer(reply)
+    with server as url:
+        http = _open(transport, url)
+        pieces = http.iter_bytes()
+        assert next(pieces) == PIECES[0]
+        pieces.close()  # GeneratorExit inside urllib3's error catcher: an unclean exit
+        http.close()
+        http = _open(transport, url)
+        assert http.read() == b"".join(PIECES)
+        http.close()
+        assert server.requests[1].connection_id != server.requests[0].connection_id
