@@ -95,6 +95,18 @@ def median_of_interleaved(
     The median says what a typical run costs where the best says what the code
     can do; a framing that makes the reader wake per frame is judged on it.
     """
+    rounds = interleaved_rounds(fns, repeat, number)
+    return {name: statistics.median(values) for name, values in rounds.items()}
+
+
+def interleaved_rounds(
+    fns: dict[str, Callable[[], Any]], repeat: int = 15, number: int = 1
+) -> dict[str, list[float]]:
+    """Seconds per call of each function in every one of `repeat` interleaved rounds.
+
+    One warm-up call of each comes first; round r calls each function
+    `number` times in turn (see `median_of_interleaved`).
+    """
     for fn in fns.values():
         fn()
     rounds: dict[str, list[float]] = {name: [] for name in fns}
@@ -104,7 +116,34 @@ def median_of_interleaved(
             for _ in range(number):
                 fn()
             rounds[name].append((time.perf_counter() - start) / number)
-    return {name: statistics.median(values) for name, values in rounds.items()}
+    return rounds
+
+
+def json_parsers_differ() -> bool:
+    """True when llmchat parses JSON with orjson, so a stdlib-parser row says something."""
+    try:
+        from llmchat import fastjson
+    except ImportError:  # a tree from before the `fast` extra: stdlib only
+        return False
+    return fastjson.active() == "orjson"
+
+
+def with_stdlib_json(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn` run with llmchat's JSON parser switched to the stdlib's (``LLMCHAT_JSON=stdlib``)."""
+    from llmchat import fastjson
+
+    def stdlib() -> Any:
+        before = fastjson.active()
+        fastjson.use("stdlib")
+        try:
+            return fn()
+        finally:
+            fastjson.use(before)
+
+    return stdlib
+
+
+STDLIB_ONLY = "orjson is not installed, so the llmchat row already parses with the stdlib"
 
 
 def calls_for(fn: Callable[[], Any], budget: float = 0.05) -> int:

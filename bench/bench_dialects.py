@@ -41,17 +41,20 @@ from typing import Any
 from _report import (
     BENCHMARKS_MD,
     NOT_INSTALLED,
+    STDLIB_ONLY,
     best_of,
     best_of_interleaved,
     blocked,
     calls_for,
     close_litellm,
+    json_parsers_differ,
     litellm_stream,
     loopback_only,
     median_of_interleaved,
     package_versions,
     stamp,
     table,
+    with_stdlib_json,
     write_section,
 )
 from bench_stream import _drain_litellm, deltas, raw_content, stream_frames
@@ -652,6 +655,10 @@ class Clients:
             backend = backends[key]()
             self._closers.append(backend.close)
             self.stream[(key, "llmchat")] = _llmchat_stream(backend)
+            if json_parsers_differ():
+                self.stream[(key, "llmchat stdlib")] = with_stdlib_json(_llmchat_stream(backend))
+            else:
+                self.notes[(key, "llmchat stdlib")] = STDLIB_ONLY
             self.short[(key, "llmchat")] = _llmchat_short(backend, short_settings)
 
         # -- the raw floor ---------------------------------------------------------------
@@ -1019,8 +1026,10 @@ def stage_costs(wire: Wire, dialect: type[Any]) -> dict[str, float]:
 # -- the run ------------------------------------------------------------------------------
 
 CLIENTS = ("llmchat", "raw", "sdk", "litellm")
+STREAM_CLIENTS = ("llmchat", "llmchat stdlib", "raw", "sdk", "litellm")
 STREAM_LABELS = {
     "llmchat": "llmchat `{backend}.chat_completion_stream`, every chunk",
+    "llmchat stdlib": "the same llmchat, JSON parsed by the stdlib (`LLMCHAT_JSON=stdlib`)",
     "raw": "raw floor: `requests` + `read1` + split + `json.loads`",
     "sdk": {
         "chat": "openai {openai} `chat.completions.create(stream=True)`",
@@ -1064,6 +1073,17 @@ def _label(labels: dict[str, Any], wire: Wire, client: str, versions: dict[str, 
     return label.format(backend=wire.backend, **versions)
 
 
+def _parser_note(versions: dict[str, str]) -> str:
+    """Which JSON parser the llmchat rows (and the pure stages) used."""
+    if not json_parsers_differ():
+        return "llmchat parsed JSON with the stdlib (orjson, the `fast` extra, is not installed)."
+    return (
+        f"llmchat parsed JSON with orjson {versions.get('orjson', '')} (the `fast` extra, "
+        "used when installed; the pure stages below too); the `LLMCHAT_JSON=stdlib` rows are "
+        "the same client with the stdlib parser, in the same rounds."
+    )
+
+
 def _ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}x"
 
@@ -1082,7 +1102,7 @@ def main(argv: list[str] | None = None) -> int:
     import llmchat
     from llmchat.testing import ScriptedServer
 
-    versions = package_versions("openai", "litellm", "anthropic", "ollama")
+    versions = package_versions("openai", "litellm", "anthropic", "ollama", "orjson")
     with_responses = hasattr(llmchat, "OpenAIResponses")
     texts = deltas(FRAMES)
     expected = "".join(texts)
@@ -1153,7 +1173,7 @@ def main(argv: list[str] | None = None) -> int:
         count = len(wire.frames)
         floor = seconds.get(_name((dkey, "raw")))
         mine = seconds.get(_name((dkey, "llmchat")))
-        for client in CLIENTS:
+        for client in STREAM_CLIENTS:
             key = (dkey, client)
             label = f"{wire.title}: " + _label(STREAM_LABELS, wire, client, versions)
             if key not in clients.stream:
@@ -1319,7 +1339,7 @@ def main(argv: list[str] | None = None) -> int:
         "consumer) once, so the figures follow the scheduling of the server's, the reader's "
         "and the consumer's threads on 2 cores and move by tens of percent from round to "
         "round; compare rows within a dialect, and read differences between dialects of "
-        "less than the range as noise.",
+        "less than the range as noise. " + _parser_note(versions),
         "",
         table(stream_header, stream_rows),
         "",

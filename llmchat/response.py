@@ -72,13 +72,14 @@ class Response:
         self.request = request
         """The request body that was sent (the finished body); None if unknown."""
         self._redactor = Redactor.of(secrets)
-        lock = threading.Lock()
         # `_cond`: waiters for the settle and the first content (`wait`,
         # `wait_for_content`). `_arrived`: iterators waiting for chunks, on the
         # same lock, so a read that adds chunks wakes only them (never a thread
-        # parked in `wait()`), and only when one waits (`_waiting`, under the lock).
-        self._cond = threading.Condition(lock)
-        self._arrived = threading.Condition(lock)
+        # parked in `wait()`), and only when one waits (`_waiting`, under the
+        # lock); made by the first iterator that waits (a blocking call has none).
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
+        self._arrived: threading.Condition | None = None
         self._waiting = 0
         self._text: list[str] = []
         self._reasoning: list[str] = []
@@ -211,11 +212,14 @@ class Response:
     def __iter__(self) -> Iterator[Chunk]:
         index = 0
         while True:
-            with self._arrived:
+            with self._cond:
                 while index >= len(self._chunks) and not self.is_done:
+                    arrived = self._arrived
+                    if arrived is None:
+                        arrived = self._arrived = threading.Condition(self._mutex)
                     self._waiting += 1
                     try:
-                        self._arrived.wait()
+                        arrived.wait()
                     finally:
                         self._waiting -= 1
                 batch = self._chunks[index:]  # everything that has arrived, in one lock
@@ -350,7 +354,7 @@ class Response:
                     self.tool_calls.extend(chunk.tool_calls)
                     ttft = ttft or self._first_content()
             self._chunks.extend(chunks)
-            if self._waiting:
+            if self._waiting and self._arrived is not None:
                 self._arrived.notify_all()
             if ttft and not had_ttft:
                 self._cond.notify_all()  # `wait_for_content`
@@ -382,7 +386,7 @@ class Response:
                 self.timing.ttft_seconds = time.monotonic() - self._started
                 self._cond.notify_all()  # `wait_for_content`
             self._chunks.extend(chunks)
-            if self._waiting:
+            if self._waiting and self._arrived is not None:
                 self._arrived.notify_all()
 
     def _settle(
@@ -417,7 +421,8 @@ class Response:
         self.timing.total_seconds = time.monotonic() - self._started
         self.is_done = True
         self._cond.notify_all()
-        self._arrived.notify_all()
+        if self._arrived is not None:
+            self._arrived.notify_all()
 
     def _scrub(self, text: str | None) -> str | None:
         """Remove every form of the secrets from text a server may have echoed them into."""
