@@ -96,20 +96,16 @@ class SSEDecoder:
         decoder is then spent (feed it no more).
         """
         if (
-            data.startswith(b"data: ")
-            and data.endswith(b"\n\n")
-            and data.find(b"\n", 6) == len(data) - 2
+            data.endswith(b"\n\n")
             and not (self._skip_lf or self._first_line or self._open or self._partial)
             and b"\r" not in data
             and (self._max is None or len(data) - 2 <= self._max)
         ):
-            # One read that is exactly one single-line ``data:`` frame at a frame
-            # boundary: what a server writing one HTTP chunk per event gives every
-            # read. The same event `_feed_frames` makes of it, with none of its steps.
-            try:
-                return [SSEEvent(data[6:-2].decode("utf-8"))]
-            except UnicodeDecodeError:
-                return [SSEEvent(undecodable=True)]
+            # A read that is exactly one frame at a frame boundary: what a server
+            # writing one HTTP chunk per event gives every read.
+            event = self._one_frame(data)
+            if event is not None:
+                return [event]
         out: list[SSEEvent] = []
         if not data:
             return out
@@ -119,6 +115,33 @@ class SSEDecoder:
             exc.events = out
             raise
         return out
+
+    @staticmethod
+    def _one_frame(data: bytes) -> SSEEvent | None:
+        """The event of a whole frame of one ``data: `` line, or of an ``event: `` line
+        and a ``data: `` line (Anthropic's and the Responses API's frames): the same
+        event the line rules make of it. None for any other frame (the line rules
+        read it), and for an event name that is not UTF-8.
+        """
+        end = len(data) - 2
+        if data.startswith(b"data: "):
+            if data.find(b"\n", 6) != end:
+                return None
+            try:
+                return SSEEvent(data[6:end].decode("utf-8"))
+            except UnicodeDecodeError:
+                return SSEEvent(undecodable=True)
+        if not data.startswith(b"event: "):
+            return None
+        newline = data.find(b"\n", 7)
+        if not data.startswith(b"data: ", newline + 1) or data.find(b"\n", newline + 7) != end:
+            return None
+        try:
+            name = data[7:newline].decode("utf-8")
+            text = data[newline + 7 : end].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return SSEEvent(text, name)
 
     def _feed(self, data: bytes, out: list[SSEEvent]) -> None:
         if self._skip_lf or self._first_line or b"\r" in data:
