@@ -1138,12 +1138,12 @@ def main(argv: list[str] | None = None) -> int:
             "drain",
             "llmchat wait",
         )
-        if name in seconds or name in contenders.notes
+        if name in seconds or (name in contenders.notes and name != "llmchat stdlib")
     ]
     bulk_rows = [
         row(name, LABELS[name].format(**versions), bulk, bulk_rounds)
         for name in BULK_CLIENTS
-        if name in bulk or name in contenders.notes
+        if name in bulk
     ]
     throughput_header = [
         "client",
