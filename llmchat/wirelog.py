@@ -89,7 +89,7 @@ class WireLog:
         self._append([line])
 
     def connection(self, outcome: str) -> None:
-        """After a stream's explicit end: ``kept`` (pooled for reuse) or why it was closed."""
+        """After a stream's explicit end: ``back in the pool`` or why it was closed."""
         if not self.enabled:
             return
         line = self._scrub(f"--- connection {outcome} {self._since()}")

@@ -25,7 +25,7 @@ _TAIL_LIMIT: Final = 256
 
 
 def drain(http: TransportResponse, exchange: Exchange, seconds: float) -> str:
-    """Read the rest of `http`'s body for up to `seconds`; return ``"kept"`` or why not.
+    """Read the rest of `http`'s body for up to `seconds`; return ``"back in the pool"`` or why not.
 
     The caller closes `http` and finishes `exchange` afterwards; after a clean
     end that leaves the connection pooled, otherwise it drops it.
@@ -45,4 +45,4 @@ def drain(http: TransportResponse, exchange: Exchange, seconds: float) -> str:
         return f"closed: {exchange.aborted or type(exc).__name__}"
     if exchange.aborted is not None:  # a body that ends after an abort never ends cleanly
         return f"closed: {exchange.aborted}"
-    return "kept"
+    return "back in the pool"
