@@ -127,9 +127,11 @@ class Exchange:
 
 def _shutdown(sock: socket.socket) -> None:
     # shutdown() rather than close(): it wakes a recv() blocked in another
-    # thread at once, and leaves closing the fd to its owner.
+    # thread at once, and leaves closing the fd to its owner. The plain
+    # socket's method even for a TLS socket: SSLSocket.shutdown would also drop
+    # the TLS state under the reader's feet; the TCP shutdown just ends its read.
     with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def _call_quietly(callback: Callable[[], object]) -> None:

@@ -94,8 +94,17 @@ class _TrackedHTTPSConnection(HTTPSConnection):
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
-        _attach_to_current(self, sock)
+        _attach_to_current(self, sock)  # covers the moment between connect and wrap only
         return sock
+
+    def connect(self) -> None:
+        super().connect()
+        # Wrapping detaches the TCP socket registered above (its fileno becomes -1,
+        # so shutting it down does nothing): register the TLS socket that replaced
+        # it. An abort during the handshake lands as this attaches (shut down at
+        # once), as one during the TCP connect lands when `_new_conn` returns.
+        # It is also the socket `_checked_in` detaches when the connection is pooled.
+        _attach_to_current(self, self.sock)
 
     def getresponse(self) -> Any:
         return _answered(self, super().getresponse)
