@@ -20,6 +20,7 @@ SCRIPTS = (
     "bench_import.py",
     "bench_request.py",
     "bench_stream.py",
+    "bench_keepalive.py",
     "bench_dialects.py",
     "bench_proxy.py",
     "bench_memory.py",

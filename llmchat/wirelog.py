@@ -4,8 +4,11 @@ Set ``LLMCHAT_DEBUG=/path/to/file`` and every exchange appends its lines
 there: the request line with redacted headers, the body as the exact bytes
 posted (one line, so a logged request can be replayed as sent), the status
 with ``+Nms`` when headers arrived, ``+Nms`` at the first body byte, and the
-end. Lines of concurrent requests interleave; each carries its exchange
-number. The same events go to the ``llmchat`` logger at DEBUG, without bodies.
+end; then, after a stream's explicit end, whether its connection went back
+to the pool, and a line whenever a request was sent again because its pooled
+connection had been closed by the server. Lines of concurrent requests
+interleave; each carries its exchange number. The same events go to the
+``llmchat`` logger at DEBUG, without bodies.
 
 Every line, to the file and to the logger, goes through the backend's
 `Redactor`: credential headers are redacted by name, and any form of the key
@@ -76,6 +79,23 @@ class WireLog:
         if not self.enabled:
             return
         line = f"<<< first body byte {self._since()}"
+        log.debug("#%d %s", self.number, line)
+        self._append([line])
+
+    def resent(self) -> None:
+        if not self.enabled:
+            return
+        line = (
+            f"--- resent on a new connection: the server had closed the pooled one {self._since()}"
+        )
+        log.debug("#%d %s", self.number, line)
+        self._append([line])
+
+    def connection(self, outcome: str) -> None:
+        """After a stream's explicit end: ``back in the pool`` or why it was closed."""
+        if not self.enabled:
+            return
+        line = self._scrub(f"--- connection {outcome} {self._since()}")
         log.debug("#%d %s", self.number, line)
         self._append([line])
 

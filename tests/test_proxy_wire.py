@@ -156,7 +156,10 @@ def test_the_relay_stops_at_max_response_bytes(upstream: ScriptedServer) -> None
 
 def test_the_relay_stops_at_max_event_bytes(upstream: ScriptedServer) -> None:
     steps: list[Step] = [Write(_frame("ok")), Write(b"data: " + b"z" * 50_000), Stall()]
-    upstream.set_script(Reply(200, {"Content-Type": "text/event-stream"}, steps=steps))
+    # Chunked, as a stream is: a Content-Length body read to its end would leave
+    # the upstream connection at a clean boundary, pooled, with nothing to hang up.
+    reply = Reply(200, {"Content-Type": "text/event-stream"}, framing="chunked", steps=steps)
+    upstream.set_script(reply)
     sink = UsageSink()
     with OpenAICommon(upstream.url, max_event_bytes=10_000) as b:
         with running_proxy(b, usage_log=sink) as url:

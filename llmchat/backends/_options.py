@@ -115,6 +115,7 @@ def base_init_kwargs(backend: Any) -> dict[str, Any]:
         "request_timeout": timeouts.request,
         "stream_finish_grace": timeouts.finish_grace,
         "server_probe_timeout": timeouts.probe,
+        "reuse_grace": timeouts.reuse_grace,
         "max_response_bytes": backend.max_response_bytes,
         "max_event_bytes": backend.max_event_bytes,
         "keep_raw": backend.keep_raw,

@@ -37,6 +37,7 @@ from ..transport import (
     parse_json,
 )
 from ..wirelog import WireLog
+from ._reuse import drain
 from ._settle import (
     OnComplete,
     decide_finish,
@@ -76,7 +77,7 @@ def run_blocking(
     wirelog.request(request.method, request.url, request.headers, request.data)
     http = None
     try:
-        http = open_request(backend, request, exchange)
+        http = open_request(backend, request, exchange, wirelog)
         wirelog.response(http.status_code, http.headers)
         _note_headers(response, http)
         data = read_all(http, wirelog, backend.max_response_bytes)
@@ -183,40 +184,58 @@ def stream_worker(
     exchange: Exchange,
     kind: str,
 ) -> None:
-    """The reader thread: one exchange, then exactly one settle."""
+    """The reader thread: one exchange, then exactly one settle, then maybe the drain.
+
+    After the dialect's explicit end the Response settles first (the caller
+    has its answer at once); only then is the rest of the body read, so that
+    its connection can go back to the pool (`_reuse.drain`).
+    """
     wirelog = WireLog(backend._secrets())
     wirelog.request(request.method, request.url, request.headers, request.data)
     acc = new_accumulator(backend, kind, keep_raw=backend.keep_raw)
     http = None
     ending: Ending | None = None
     try:
-        http = open_request(backend, request, exchange)
-        wirelog.response(http.status_code, http.headers)
-        _note_headers(response, http)
-        if _is_stream(http, acc.dialect.framing):
-            ending = pump(backend, http, response, acc, exchange, wirelog)
+        try:
+            http = open_request(backend, request, exchange, wirelog)
+            wirelog.response(http.status_code, http.headers)
+            _note_headers(response, http)
+            if _is_stream(http, acc.dialect.framing):
+                ending = pump(backend, http, response, acc, exchange, wirelog)
+            else:
+                # An error status, or a server that ignored "stream": a whole body.
+                data = read_all(http, wirelog, backend.max_response_bytes)
+                on_complete = backend._on_stream_complete
+                complete_body(backend, response, http.status_code, data, kind, on_complete)
+        except Exception as exc:
+            ending = ending_of_failure(
+                backend, exc, exchange, after_headers=http is not None, stream=True
+            )
+            if ending.kind in ("transport", "cut") and acc.finished and exchange.aborted is None:
+                ending = EOF_ENDING  # a connection lost after the finish chunk is a close
+        grace = backend.timeouts.reuse_grace or 0.0
+        draining = http if ending is DONE_ENDING and grace > 0 else None
+        if draining is not None:
+            draining.will_drain()
         else:
-            # An error status, or a server that ignored "stream": a whole body.
-            data = read_all(http, wirelog, backend.max_response_bytes)
-            on_complete = backend._on_stream_complete
-            complete_body(backend, response, http.status_code, data, kind, on_complete)
-    except Exception as exc:
-        ending = ending_of_failure(
-            backend, exc, exchange, after_headers=http is not None, stream=True
-        )
-        if ending.kind in ("transport", "cut") and acc.finished and exchange.aborted is None:
-            ending = EOF_ENDING  # a connection lost after the finish chunk is a close
+            _close(exchange, http)
+        try:
+            if ending is not None:
+                settle(backend, response, ending, acc, backend._on_stream_complete)
+        finally:
+            if not response.is_done:  # a bug in a hook must not leave a Response live
+                response._settle(error_class="unknown", err="The stream reader failed")
+            wirelog.end("cancelled" if response.is_cancelled else response.err or "ok")
+        if draining is not None:
+            wirelog.connection(drain(draining, exchange, grace))
     finally:
-        exchange.finish()
-        if http is not None:
-            http.close()
-    try:
-        if ending is not None:
-            settle(backend, response, ending, acc, backend._on_stream_complete)
-    finally:
-        if not response.is_done:  # a bug in a hook must not leave a Response live
-            response._settle(error_class="unknown", err="The stream reader failed")
-        wirelog.end("cancelled" if response.is_cancelled else response.err or "ok")
+        _close(exchange, http)
+
+
+def _close(exchange: Exchange, http: TransportResponse | None) -> None:
+    exchange.finish()
+    if http is not None:
+        http.close()
 
 
 def pump(
@@ -317,18 +336,28 @@ def _sync(response: Response, acc: Accumulator) -> None:
 
 
 def open_request(
-    backend: OpenAICommon, request: WireRequest, exchange: Exchange
+    backend: OpenAICommon,
+    request: WireRequest,
+    exchange: Exchange,
+    wirelog: WireLog | None = None,
 ) -> TransportResponse:
-    """Send `request` on `exchange` with the backend's connect and headers timeouts."""
-    return backend._transport.open(
-        request.method,
-        request.url,
-        request.headers,
-        request.data,
-        exchange,
-        connect_timeout=backend.timeouts.connect,
-        read_timeout=backend.timeouts.headers,
-    )
+    """Send `request` on `exchange` with the backend's connect and headers timeouts.
+
+    A resend after a dead pooled connection (`Exchange.resends`) goes to `wirelog`.
+    """
+    try:
+        return backend._transport.open(
+            request.method,
+            request.url,
+            request.headers,
+            request.data,
+            exchange,
+            connect_timeout=backend.timeouts.connect,
+            read_timeout=backend.timeouts.headers,
+        )
+    finally:
+        if exchange.resends and wirelog is not None:
+            wirelog.resent()
 
 
 def read_all(http: TransportResponse, wirelog: WireLog, limit: int | None) -> bytes:

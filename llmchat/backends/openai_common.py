@@ -148,6 +148,7 @@ class OpenAICommon(Hooks):
         request_timeout: float | None = 1800.0,
         stream_finish_grace: float | None = 10.0,
         server_probe_timeout: float | None = 3.0,
+        reuse_grace: float | None = 1.0,
         max_response_bytes: int | None = 64 * 2**20,
         max_event_bytes: int | None = 8 * 2**20,
         keep_raw: bool = False,
@@ -187,6 +188,7 @@ class OpenAICommon(Hooks):
             request=request_timeout,
             finish_grace=stream_finish_grace,
             probe=server_probe_timeout,
+            reuse_grace=reuse_grace,
         )
         self.max_response_bytes = max_response_bytes
         """Decoded bytes one response body (or one whole stream) may have; None: no limit."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -37,6 +39,11 @@ class Channel:
     it stops (it never reads it back, so it stays readable for every thread).
     Bytes the client sends while the reply is playing (a pipelined request)
     are kept in `inbox` for the request parser. No sleeping anywhere.
+
+    `sock` may be an `ssl.SSLSocket` whose handshake is done (`accept_tls`):
+    the selector then watches the raw socket, so bytes OpenSSL has already
+    decrypted are drained at once (`pending()`), and "want read/write" means
+    wait and retry, never that the client left.
     """
 
     def __init__(self, sock: socket.socket, wake: socket.socket) -> None:
@@ -63,7 +70,8 @@ class Channel:
             self._wait(None, writing=True)
             try:
                 sent = self.sock.send(view)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                # TLS: the retry must pass the same bytes again; `view` is unchanged.
                 continue
             except OSError:  # EPIPE, ECONNRESET: the client is gone
                 raise self._client_gone() from None
@@ -112,12 +120,16 @@ class Channel:
     def _absorb(self) -> None:
         try:
             data = self.sock.recv(RECV_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
+            # TLS: the rest of a record already decrypted would never wake the selector.
+            while data and isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+                data += self.sock.recv(self.sock.pending())
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return  # TLS: part of a record, or a handshake message: no application bytes yet
+        except OSError:  # a reset; over TLS also a broken record
             raise self._client_gone() from None
         if not data:
-            # EOF: a half-close counts as leaving, as it does for llama-server.
+            # EOF: a half-close counts as leaving, as it does for llama-server. Over
+            # TLS a close_notify or a bare FIN alike (ragged EOFs are suppressed).
             raise self._client_gone()
         self.inbox += data
 
@@ -137,6 +149,12 @@ class Channel:
             return
         if graceful and not self._gone:
             try:
+                if isinstance(self.sock, ssl.SSLSocket):
+                    # close_notify first, as a real TLS server sends it: the client can
+                    # tell this end from a `Drop`. Non-blocking, the first call sends it
+                    # and then "wants" the client's reply, which nobody waits for.
+                    with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                        self.sock.unwrap()
                 self.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 pass  # already reset by the peer; closing is all that is left

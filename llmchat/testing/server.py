@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -14,6 +15,7 @@ from typing import Final
 from .connection import serve_connection
 from .record import RecordedRequest
 from .script import Reply, Script, ScriptError
+from .tls import accept_tls
 from .wire import ParsedRequest
 
 __all__ = ["ScriptedServer"]
@@ -40,20 +42,34 @@ class ScriptedServer:
     server thread that fails, answers 500 and is kept in `errors`; leaving the
     `with` block then raises `ScriptError`.
 
+    With `tls` (a server-side `ssl.SSLContext` holding the certificate) the
+    server speaks HTTPS: each connection's thread completes the handshake
+    before reading a request, `url` starts with ``https://`` and
+    `tls_handshakes` counts the handshakes completed. Every step, fault and
+    recording works as over plain HTTP; a handshake that fails (the client
+    refused the certificate, or left) just closes that connection.
+
     Example:
 
         with ScriptedServer(Reply.json({"ok": True})) as url:  # ".../v1"
             requests.get(url + "/models")
     """
 
-    def __init__(self, script: Script = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, script: Script = None, *, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None
+    ) -> None:
+        if tls is not None and not isinstance(tls, ssl.SSLContext):
+            raise TypeError(f"tls must be an ssl.SSLContext or None, got {type(tls).__name__}")
         self.host = host
+        self.tls = tls
         self.requests: list[RecordedRequest] = []
         """Every request read, in order of arrival; appended from handler threads."""
         self.errors: list[BaseException] = []
         """Failures of the script or of the server's own threads (not of the client)."""
         self.connections_accepted = 0
         """How many TCP connections the server accepted so far."""
+        self.tls_handshakes = 0
+        """How many TLS handshakes completed so far (0 without `tls`); one per connection."""
         self._lock = threading.Condition()
         self._queue: deque[Reply] = deque()
         self._fallback: Reply | Responder | None = None
@@ -99,13 +115,14 @@ class ScriptedServer:
 
     @property
     def root(self) -> str:
-        """`http://HOST:PORT`, the server's origin."""
+        """`http://HOST:PORT` (``https://`` with `tls`), the server's origin."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://{host}:{self.port}"
 
     @property
     def url(self) -> str:
-        """`http://HOST:PORT/v1`, an OpenAI base URL."""
+        """`root` + ``/v1``, an OpenAI base URL."""
         return self.root + "/v1"
 
     def start(self) -> ScriptedServer:
@@ -216,6 +233,13 @@ class ScriptedServer:
     def _serve(self, sock: socket.socket, connection_id: int) -> None:
         assert self._wake_r is not None
         try:
+            if self.tls is not None:
+                wrapped = accept_tls(sock, self.tls, self._wake_r)
+                if wrapped is None:
+                    return  # no handshake: the client left or refused the certificate
+                sock = wrapped
+                with self._lock:
+                    self.tls_handshakes += 1
             serve_connection(sock, self._wake_r, connection_id, self._admit)
         except Exception as exc:  # a thread has nobody to raise to; `__exit__` reports it
             self._fail(exc)

@@ -1,53 +1,20 @@
-"""CancellableAdapter: requests' connection pools, with every socket registered on its exchange."""
+"""CancellableAdapter: requests' connection pools, with every socket registered on its exchange.
+
+The pools and connections themselves are `pool`'s.
+"""
 
 from __future__ import annotations
 
-import socket
 from typing import Any, Final
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from .exchange import _attach_to_current
+from .pool import TrackedHTTPPool, TrackedHTTPSPool
 
 __all__ = ["DEFAULT_POOL_SIZE", "CancellableAdapter", "new_session"]
 
-
-class _TrackedHTTPConnection(HTTPConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _attach_to_current(sock)  # before TLS: an abort can cut the handshake too
-        return sock
-
-
-class _TrackedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _attach_to_current(sock)
-        return sock
-
-
-class _TrackedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _TrackedHTTPConnection
-
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        conn = super()._get_conn(timeout)
-        _attach_to_current(getattr(conn, "sock", None))  # a pooled, already open socket
-        return conn
-
-
-class _TrackedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _TrackedHTTPSConnection
-
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        conn = super()._get_conn(timeout)
-        _attach_to_current(getattr(conn, "sock", None))
-        return conn
-
-
-_TRACKED_POOLS: Final = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
+_TRACKED_POOLS: Final = {"http": TrackedHTTPPool, "https": TrackedHTTPSPool}
 
 
 class CancellableAdapter(HTTPAdapter):

@@ -40,7 +40,19 @@ class TransportResponse(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release the connection; idempotent, never raises."""
+        """Release the connection; idempotent, never raises.
+
+        A body read to its clean end leaves its connection pooled for reuse;
+        any other close drops the connection.
+        """
+
+    def will_drain(self) -> None:  # noqa: B027  (a transport without a pool needs nothing)
+        """Say that the rest of the body is about to be read to its end, then closed.
+
+        Called after a stream's explicit end, before the Response settles: a
+        pooling transport lets the next request wait briefly for this
+        connection instead of opening a new one.
+        """
 
     def read(self, limit: int | None = None) -> bytes:
         """The whole decoded body (see `iter_bytes`)."""

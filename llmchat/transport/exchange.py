@@ -43,6 +43,8 @@ class Exchange:
         """The whole-exchange limit the watchdog enforces, for the error message."""
         self._timers: list[int] = []
         self._callbacks: list[Callable[[], object]] = []
+        self.resends = 0
+        """How many times the request was sent again after a dead pooled connection (0 or 1)."""
 
     def add_abort_callback(self, callback: Callable[[], object]) -> None:
         """Call `callback()` once when the exchange is aborted (at once if it already is).
@@ -62,6 +64,21 @@ class Exchange:
                 self._sockets.append(sock)
                 return
         _shutdown(sock)
+
+    def detach_socket(self, sock: socket.socket) -> bool:
+        """Forget `sock` (its connection goes back to the pool); False if already aborted.
+
+        Atomic with `abort`: a socket detached here is never shut down by this
+        exchange, so a late cancel or deadline cannot reach a connection that
+        another request has taken from the pool meanwhile. False means the
+        abort came first and may have shut the socket down: do not pool it.
+        """
+        with self._lock:
+            if self.aborted is not None:
+                return False
+            with contextlib.suppress(ValueError):
+                self._sockets.remove(sock)
+            return True
 
     def attach_response(self, response: Any) -> None:
         with self._lock:
@@ -110,9 +127,11 @@ class Exchange:
 
 def _shutdown(sock: socket.socket) -> None:
     # shutdown() rather than close(): it wakes a recv() blocked in another
-    # thread at once, and leaves closing the fd to its owner.
+    # thread at once, and leaves closing the fd to its owner. The plain
+    # socket's method even for a TLS socket: SSLSocket.shutdown would also drop
+    # the TLS state under the reader's feet; the TCP shutdown just ends its read.
     with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def _call_quietly(callback: Callable[[], object]) -> None:
@@ -183,7 +202,13 @@ _WATCHDOG: Final = _Watchdog()
 _current = threading.local()
 
 
-def _attach_to_current(sock: socket.socket | None) -> None:
+def _attach_to_current(conn: Any, sock: socket.socket | None) -> None:
+    """Register `sock` on the exchange this thread is sending, and remember it on `conn`.
+
+    The pool detaches it again when `conn` goes back to the pool.
+    """
     exchange = getattr(_current, "exchange", None)
     if exchange is not None and sock is not None:
+        conn.llmchat_exchange = exchange
+        conn.llmchat_sock = sock
         exchange.attach_socket(sock)

@@ -11,6 +11,10 @@ lower, from `http.client`'s ``read1``, inside one urllib3 `_error_catcher` for
 the whole body rather than one per read: the same bytes, the same exceptions
 (urllib3's), the same release of the connection at the end, about 2.6 µs less
 per read — with one HTTP chunk per SSE event that is every frame.
+
+A request whose reused pooled connection turns out dead before any response
+byte (`pool.StaleConnection`: the server closed it while idle) is sent once
+more on a new connection; `Exchange.resends` counts it for the wire log.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import requests
 
 from .adapter import DEFAULT_POOL_SIZE, new_session
 from .base import READ_SIZE, Transport, TransportResponse, bounded
+from .exceptions import _chain
 from .exchange import Exchange, _current
+from .pool import StaleConnection
 
 __all__ = ["RequestsTransport"]
 
@@ -50,22 +56,42 @@ class RequestsTransport(Transport):
     ) -> TransportResponse:
         if exchange.aborted is not None:  # cancelled before the request even started
             raise _Aborted(exchange.aborted)
-        _current.exchange = exchange
+        send = (method, url, dict(headers), data, (connect_timeout, read_timeout))
         try:
-            response = self.session.request(
-                method,
-                url,
-                headers=dict(headers),
-                data=data,
-                stream=True,
-                timeout=(connect_timeout, read_timeout),
-            )
-        finally:
-            _current.exchange = None
+            response = self._send(exchange, *send, fresh=False)
+        except Exception as exc:
+            # Only when the server never answered on a reused connection, and
+            # never after an abort: a cancel or deadline shuts the socket down
+            # too, which reads just like a server's close.
+            if exchange.aborted is not None or not _is_stale(exc):
+                raise
+            exchange.resends += 1
+            response = self._send(exchange, *send, fresh=True)
         exchange.attach_response(response)
         if exchange.aborted is not None:
             raise _Aborted(exchange.aborted)
         return _RequestsResponse(response)
+
+    def _send(
+        self,
+        exchange: Exchange,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        data: bytes | None,
+        timeout: tuple[float | None, float | None],
+        *,
+        fresh: bool,
+    ) -> requests.Response:
+        _current.exchange = exchange
+        _current.fresh = fresh
+        try:
+            return self.session.request(
+                method, url, headers=headers, data=data, stream=True, timeout=timeout
+            )
+        finally:
+            _current.exchange = None
+            _current.fresh = False
 
     def close(self) -> None:
         self.session.close()
@@ -76,13 +102,29 @@ class _RequestsResponse(TransportResponse):
         self._response = response
         self.status_code = response.status_code
         self.headers = response.headers
+        self._draining: Any = None
+        self._drained_conn: Any = None
 
     def iter_bytes(self, limit: int | None = None) -> Iterator[bytes]:
         return bounded(_read1(self._response.raw), limit)
 
+    def will_drain(self) -> None:
+        conn = self._response.raw.connection
+        draining = getattr(getattr(conn, "llmchat_pool", None), "draining", None)
+        if draining is not None and self._draining is None:
+            draining.start()
+            self._draining, self._drained_conn = draining, conn
+
     def close(self) -> None:
+        # After a body read to its end urllib3 has released the connection to
+        # the pool already, and closing the response leaves it there.
+        raw = self._response.raw
+        kept = raw.connection is None and getattr(self._drained_conn, "sock", None) is not None
         with contextlib.suppress(Exception):
             self._response.close()
+        draining, self._draining, self._drained_conn = self._draining, None, None
+        if draining is not None:
+            draining.end(kept=kept)
 
 
 def _read1(raw: Any) -> Iterator[bytes]:
@@ -138,6 +180,10 @@ def _read1_plain(raw: Any, fp: http.client.HTTPResponse) -> Iterator[bytes]:
                 fp.close()  # as urllib3 does when a read returns nothing
                 return
             yield data
+
+
+def _is_stale(exc: BaseException) -> bool:
+    return any(isinstance(item, StaleConnection) for item in _chain(exc))
 
 
 class _Aborted(Exception):

@@ -21,7 +21,10 @@ class Timeouts:
     the whole exchange, enforced by llmchat by dropping the connection.
     `finish_grace`: after a stream's finish chunk, how long to wait for
     ``[DONE]`` or the close. `probe`: the whole of one server-limits probe.
-    `None` means no limit for that phase.
+    `reuse_grace`: after a stream's explicit end (``[DONE]``, ``message_stop``
+    …), how long the reader thread goes on reading for the body's own end, so
+    that the connection goes back to the pool; None or 0: never, the
+    connection is closed. `None` means no limit for the other phases.
     """
 
     connect: float | None = 30.0
@@ -29,10 +32,14 @@ class Timeouts:
     request: float | None = 1800.0
     finish_grace: float | None = 10.0
     probe: float | None = 3.0
+    reuse_grace: float | None = 1.0
 
     def __post_init__(self) -> None:
         for spec in fields(self):
-            _check_seconds(f"{_ARGUMENT_NAMES[spec.name]}", getattr(self, spec.name))
+            value = getattr(self, spec.name)
+            if spec.name == "reuse_grace" and value == 0 and not isinstance(value, bool):
+                continue  # 0, like None, means "never wait": there is no phase to bound
+            _check_seconds(f"{_ARGUMENT_NAMES[spec.name]}", value)
 
 
 _ARGUMENT_NAMES: Final = {
@@ -41,6 +48,7 @@ _ARGUMENT_NAMES: Final = {
     "request": "request_timeout",
     "finish_grace": "stream_finish_grace",
     "probe": "server_probe_timeout",
+    "reuse_grace": "reuse_grace",
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import requests
+import urllib3.util.connection
 
 from llmchat import OpenAICommon, Settings
 from llmchat.templates import ChatML
@@ -69,6 +70,32 @@ def test_streaming_chat_reads_usage_after_the_finish(chatml_server: LlamaServer)
     chunks = list(streamed)
     final = [c for c in chunks if c.is_final]
     assert len(final) == 1 and chunks[-1].usage is not None  # usage came after the finish
+
+
+def test_connections_the_server_closes_after_streams_never_fail_a_call(
+    chatml_server: LlamaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This llama-server closes the connection right after a stream's chunked
+    # terminator (it keeps it after a blocking answer). llmchat reads that
+    # terminator and pools the connection; the next request then finds it
+    # dropped (urllib3's check) or dead (the one resend): never a failed call.
+    connects: list[object] = []
+    connect = urllib3.util.connection.create_connection
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        connects.append(args[0])
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(urllib3.util.connection, "create_connection", counting)
+    with backend(chatml_server, settings=Settings(max_tokens=4, temperature=0)) as b:
+        for _ in range(4):
+            streamed = b.chat_completion_stream(HELLO).wait(30)
+            assert streamed.finish_reason == "length", streamed.err
+        assert b.chat_completion(HELLO).finish_reason == "length"
+        before = len(connects)
+        for _ in range(3):
+            assert b.chat_completion(HELLO).finish_reason == "length"
+    assert len(connects) == before  # blocking answers kept their connection
 
 
 def test_repeated_prompt_reports_cached_tokens(chatml_server: LlamaServer) -> None:
