@@ -99,9 +99,27 @@ def test_a_reader_that_stops_early_leaves_the_connection_closed(
         http = _open(transport, url)
         pieces = http.iter_bytes()
         assert next(pieces) == PIECES[0]
-        pieces.close()  # GeneratorExit inside urllib3's error catcher: an unclean exit
-        http.close()
+        pieces.close()
+        http.close()  # a body not read to its end: urllib3 closes the connection
         http = _open(transport, url)
         assert http.read() == b"".join(PIECES)
         http.close()
         assert server.requests[1].connection_id != server.requests[0].connection_id
+
+
+def test_a_second_iterator_reads_on_and_the_connection_is_pooled(
+    transport: RequestsTransport,
+) -> None:
+    # What keep-alive does after a stream's explicit end: the reader's iterator
+    # is dropped, and the drain reads the rest of the body with a new one.
+    reply = Reply(200, SSE, framing="chunked", steps=[Write(p) for p in PIECES])
+    server = ScriptedServer(reply)
+    with server as url:
+        for _ in range(2):
+            http = _open(transport, url)
+            first = http.iter_bytes()
+            assert next(first) == PIECES[0]
+            del first
+            assert b"".join(http.iter_bytes()) == b"".join(PIECES[1:])
+            http.close()
+        assert [r.connection_id for r in server.requests] == [0, 0]

@@ -7,10 +7,11 @@ decompression bomb meets the size limit instead of filling memory.
 
 A body with nothing to decode and no Content-Length (a chunked or
 close-delimited stream, which is what servers stream) is read one level
-lower, from `http.client`'s ``read1``, inside one urllib3 `_error_catcher` for
-the whole body rather than one per read: the same bytes, the same exceptions
-(urllib3's), the same release of the connection at the end, about 2.6 µs less
-per read — with one HTTP chunk per SSE event that is every frame.
+lower, from `http.client`'s ``read1``, with urllib3's `_error_catcher` entered
+only when a read fails and at the end rather than around every read: the same
+bytes, the same exceptions (urllib3's), the same release of the connection at
+the end, about 2.6 µs less per read — with one HTTP chunk per SSE event that
+is every frame.
 
 A request whose reused pooled connection turns out dead before any response
 byte (`pool.StaleConnection`: the server closed it while idle) is sent once
@@ -165,21 +166,27 @@ def _plain_body(raw: Any) -> http.client.HTTPResponse | None:
 
 
 def _read1_plain(raw: Any, fp: http.client.HTTPResponse) -> Iterator[bytes]:
-    """What `_read1_urllib3` yields, read from `fp` under one urllib3 error catcher.
+    """What `_read1_urllib3` yields, read from `fp` with urllib3's error handling.
 
-    The catcher turns socket, TLS and framing errors into urllib3's exceptions
-    and closes the connection on any unclean exit (an error, or the reader
-    closing this generator before the end), as it does around each of its own
-    reads; at the end of the body it releases the connection to the pool.
+    A read that raises is re-raised inside urllib3's own error catcher, which
+    turns socket, TLS and framing errors into urllib3's exceptions and closes
+    the connection, as it does around each of its reads; the end of the body
+    goes through the catcher too, which releases the connection to the pool.
+    Between reads nothing is held open, so a reader may stop (a stream's
+    explicit end) and read on later with another iterator (keep-alive's drain).
     """
     read = fp.read1
-    with raw._error_catcher():
-        while True:
+    while True:
+        try:
             data = read(READ_SIZE)
-            if not data:
+        except Exception:
+            with raw._error_catcher():
+                raise
+        if not data:
+            with raw._error_catcher():
                 fp.close()  # as urllib3 does when a read returns nothing
-                return
-            yield data
+            return
+        yield data
 
 
 def _is_stale(exc: BaseException) -> bool:
