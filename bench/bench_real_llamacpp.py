@@ -24,12 +24,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _report import BENCHMARKS_MD, NOT_INSTALLED, ROOT, stamp, table, write_section
+from _report import (
+    BENCHMARKS_MD,
+    NOT_INSTALLED,
+    ROOT,
+    json_parsers_differ,
+    package_versions,
+    stamp,
+    table,
+    with_stdlib_json,
+    write_section,
+)
 
 sys.path.insert(0, str(ROOT))
 
 TITLE = "Real llama-server: streaming tokens/s, first chunk, client CPU"
 MESSAGES = [{"role": "user", "content": "Tell me a long story about a lighthouse."}]
+TARGET_CPU = 1.1
+"""llmchat's client CPU per stream over the raw floor's: at most this."""
 
 
 class Outcome:
@@ -202,8 +214,10 @@ def main() -> None:
 
     server = start_server()
     try:
+        mine = llmchat_client(server.url, args.tokens)
         clients: dict[str, Callable[[Callable[[], None]], int] | None] = {
-            "llmchat": llmchat_client(server.url, args.tokens),
+            "llmchat": mine,
+            "llmchat stdlib": with_stdlib_json(mine) if json_parsers_differ() else None,
             "raw": raw_client(server.url, args.tokens),
             "openai": openai_client(server.url, args.tokens),
             "litellm": litellm_client(server.url, args.tokens),
@@ -220,16 +234,22 @@ def main() -> None:
 
     summary = {name: summarize(outcomes) for name, outcomes in results.items()}
     base = summary["llmchat"]
+    floor = summary["raw"]
+    orjson = package_versions("orjson")["orjson"]
     labels = {
-        "llmchat": "llmchat `chat_completion_stream`",
+        "llmchat": "llmchat `chat_completion_stream`"
+        + (f" (orjson {orjson})" if json_parsers_differ() else ""),
+        "llmchat stdlib": "the same, JSON parsed by the stdlib (`LLMCHAT_JSON=stdlib`)",
         "raw": "raw floor: requests + `read1` + `json.loads`",
         "openai": "openai SDK `create(stream=True)`",
         "litellm": 'litellm `completion("openai/tiny", stream=True)`',
     }
     rows = []
     for name in clients:
+        if name == "llmchat stdlib" and name not in summary:
+            continue  # orjson is not installed: the llmchat row is the stdlib's
         if name not in summary:
-            rows.append([labels[name], NOT_INSTALLED, "", "", "", ""])
+            rows.append([labels[name], NOT_INSTALLED, "", "", "", "", ""])
             continue
         s = summary[name]
         rows.append(
@@ -239,19 +259,31 @@ def main() -> None:
                 f"{s['ttfc_ms']:.1f}",
                 f"{s['cpu_ms']:.1f}",
                 f"{s['cpu_share'] * 100:.1f}%",
+                f"{s['cpu_ms'] / floor['cpu_ms']:.2f}x",
                 f"{s['cpu_ms'] / base['cpu_ms']:.2f}x",
             ]
         )
+    ratio = base["cpu_ms"] / floor["cpu_ms"]
+    verdict = (
+        f"**llmchat's client CPU per stream = {ratio:.2f}x the raw floor's** "
+        f"({'meets' if ratio <= TARGET_CPU else 'MISSES'} the {TARGET_CPU:g}x target)"
+    )
+    if "llmchat stdlib" in summary:
+        stdlib = summary["llmchat stdlib"]["cpu_ms"] / floor["cpu_ms"]
+        verdict += f"; with the stdlib JSON parser {stdlib:.2f}x"
+    verdict += "."
     header = [
         "client",
         "tokens/s",
         "first chunk ms",
         "client CPU ms / stream",
         "CPU share of wall",
+        "CPU x floor",
         "CPU x llmchat",
     ]
     report = table(header, rows)
     print(report)
+    print(verdict)
     if args.no_write:
         return
     markdown = "\n".join(
@@ -267,6 +299,8 @@ def main() -> None:
             "background threads a client starts.",
             "",
             report,
+            "",
+            verdict,
             "",
             "Tokens/s and first chunk are mostly the server's (the same for every client); "
             "the CPU columns are the client's own cost. With the server on the same 2 cores, "
