@@ -67,19 +67,24 @@ def best_of(fn: Callable[[], Any], repeat: int = 7, number: int = 10) -> float:
 
 
 def best_of_interleaved(
-    fns: dict[str, Callable[[], Any]], repeat: int = 9, number: int = 10
+    fns: dict[str, Callable[[], Any]], repeat: int = 9, number: int = 10, *, rotate: bool = False
 ) -> dict[str, float]:
     """`best_of` for several functions at once, interleaved run by run.
 
     Round r times `number` calls of each function in turn, so a burst of load
     from elsewhere on the machine hits all of them alike and their ratios hold.
-    Returns seconds per call for each name.
+    `rotate` starts round r at the r-th function, so that no function always
+    runs right after the same one (a client whose background threads are still
+    busy, litellm's, slows whichever runs next). Returns seconds per call for each name.
     """
     for fn in fns.values():
         fn()
     best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeat):
-        for name, fn in fns.items():
+    names = list(fns)
+    for r in range(repeat):
+        shift = r % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
+            fn = fns[name]
             start = time.perf_counter()
             for _ in range(number):
                 fn()
