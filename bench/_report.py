@@ -126,22 +126,26 @@ def interleaved_rounds(
 
 def json_parsers_differ() -> bool:
     """True when llmchat parses JSON with orjson, so a stdlib-parser row says something."""
+    import llmchat
+
     try:
         from llmchat import fastjson
     except ImportError:  # a tree from before the `fast` extra: stdlib only
         return False
+    if Path(fastjson.__file__).parent != Path(llmchat.__file__).parent:
+        return False  # an editable install's finder found another tree's module
     return fastjson.active() == "orjson"
 
 
-def with_stdlib_json(fn: Callable[[], Any]) -> Callable[[], Any]:
+def with_stdlib_json(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` run with llmchat's JSON parser switched to the stdlib's (``LLMCHAT_JSON=stdlib``)."""
     from llmchat import fastjson
 
-    def stdlib() -> Any:
+    def stdlib(*args: Any, **kwargs: Any) -> Any:
         before = fastjson.active()
         fastjson.use("stdlib")
         try:
-            return fn()
+            return fn(*args, **kwargs)
         finally:
             fastjson.use(before)
 
