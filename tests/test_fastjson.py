@@ -199,7 +199,16 @@ def test_use_stdlib_and_auto() -> None:
         fastjson.use(before)
 
 
-@pytest.mark.skipif(fastjson.available(), reason="orjson is installed")
-def test_use_orjson_without_it_names_the_extra() -> None:
-    with pytest.raises(ImportError, match="fast"):
-        fastjson.use("orjson")
+def test_use_orjson_without_it_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Runs whether or not orjson is installed: the module is made to look as if it were not.
+    before = fastjson.active()
+    monkeypatch.setattr(fastjson, "_orjson", None)
+    try:
+        assert not fastjson.available()
+        with pytest.raises(ImportError, match="fast"):
+            fastjson.use("orjson")
+        fastjson.use("auto")
+        assert fastjson.active() == "stdlib"
+    finally:
+        monkeypatch.undo()
+        fastjson.use(before)
