@@ -5,6 +5,7 @@ Caller mistakes raise here, naming the argument, before any I/O.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Final
 
 import requests
@@ -82,6 +83,19 @@ def check_arguments(
         tool_result_acknowledgement=tool_result_acknowledgement,
         system_message_mode=system_message_mode,
     )
+
+
+def key_from_env(*names: str) -> str | None:
+    """The first of the environment variables `names` that is set, checked as a credential.
+
+    None when none is set (an empty value counts as unset); a value with a
+    control character or surrounding whitespace raises, naming the variable.
+    """
+    for name in names:
+        value = os.environ.get(name) or None
+        if value is not None:
+            return check_secret(f"the {name} environment variable", value)
+    return None
 
 
 def check_count(name: str, value: Any, what: str, *, none_ok: bool = True) -> None:

@@ -11,7 +11,6 @@ llama-server, which serves ``/v1/messages`` too (point `api_url` at its
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
@@ -20,8 +19,8 @@ from ..dialects.anthropic_request import DEFAULT_MAX_TOKENS, messages_body
 from ..dialects.base import Dialect
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
-from ..redact import check_secret
 from ..settings import Settings
+from ._options import key_from_env
 from .openai_common import OpenAICommon
 
 __all__ = ["DEFAULT_API_URL", "DEFAULT_VERSION", "Anthropic", "AuthStyle"]
@@ -100,8 +99,7 @@ class Anthropic(OpenAICommon):
         self.auth: AuthStyle = auth
         """How the key is sent: ``x-api-key`` (Anthropic's) or ``bearer``."""
         if api_key is None:
-            from_env = os.environ.get("ANTHROPIC_API_KEY") or None
-            api_key = check_secret("the ANTHROPIC_API_KEY environment variable", from_env)
+            api_key = key_from_env("ANTHROPIC_API_KEY")
         super().__init__(api_url, api_key, model, settings, **common)
 
     def _get_api_headers(self) -> dict[str, str]:

@@ -11,7 +11,6 @@ completions; and `probe_server_limits` asks ``GET /models/{model}``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
@@ -21,8 +20,8 @@ from ..dialects.gemini_request import build_request
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
 from ..probe import _is_positive_int
-from ..redact import check_secret
 from ..settings import Settings
+from ._options import key_from_env
 from ._request import USER_AGENT
 from .openai_common import OpenAICommon
 
@@ -76,11 +75,7 @@ class Gemini(OpenAICommon):
         **common: Any,
     ) -> None:
         if api_key is None:
-            for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
-                from_env = os.environ.get(name) or None
-                if from_env is not None:
-                    api_key = check_secret(f"the {name} environment variable", from_env)
-                    break
+            api_key = key_from_env("GEMINI_API_KEY", "GOOGLE_API_KEY")
         super().__init__(api_url, api_key, model, settings, **common)
 
     def _get_api_headers(self) -> dict[str, str]:

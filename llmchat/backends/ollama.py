@@ -11,7 +11,6 @@ answer is NDJSON decoded by `llmchat.dialects.ollama`, a blocking call says
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
@@ -24,6 +23,7 @@ from ..messages import Message, MessageLike
 from ..probe import _is_positive_int
 from ..response import Response
 from ..settings import Settings
+from ._options import key_from_env
 from .openai_common import OpenAICommon, WireRequest
 
 __all__ = ["DEFAULT_API_URL", "Ollama"]
@@ -89,7 +89,7 @@ class Ollama(OpenAICommon):
         **common: Any,
     ) -> None:
         if api_key is None:
-            api_key = os.environ.get(API_KEY_ENV) or None
+            api_key = key_from_env(API_KEY_ENV)
         super().__init__(api_url, api_key, model, settings, **common)
 
     # -- requests -----------------------------------------------------------

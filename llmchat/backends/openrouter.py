@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 from urllib.parse import quote
 
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..redact import check_secret
 from ..response import Response
 from ..settings import Settings
+from ._options import key_from_env
 from .openai_common import OpenAICommon
 
 log = logging.getLogger("llmchat")
@@ -92,8 +91,7 @@ class OpenRouter(OpenAICommon):
         self.cache_breakpoints = _flag("cache_breakpoints", cache_breakpoints)
         self.generation_lookup = _flag("generation_lookup", generation_lookup)
         if api_key is None:
-            from_env = os.environ.get("OPENROUTER_API_KEY") or None
-            api_key = check_secret("the OPENROUTER_API_KEY environment variable", from_env)
+            api_key = key_from_env("OPENROUTER_API_KEY")
         super().__init__(api_url, api_key, model, settings, **common)
 
     def _get_api_headers(self) -> dict[str, str]:

@@ -12,7 +12,6 @@ it stopped at ``max_output_tokens``: `_reconcile_finish_reason` turns that into
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
@@ -21,9 +20,9 @@ from ..dialects.responses import ResponsesDialect
 from ..dialects.responses_request import responses_body
 from ..messages import Message
 from ..probe import _is_positive_int
-from ..redact import check_secret
 from ..response import Response
 from ..settings import Settings
+from ._options import key_from_env
 from .openai_common import OpenAICommon
 
 __all__ = ["DEFAULT_API_URL", "OpenAIResponses"]
@@ -84,8 +83,7 @@ class OpenAIResponses(OpenAICommon):
         **common: Any,
     ) -> None:
         if api_key is None:
-            from_env = os.environ.get("OPENAI_API_KEY") or None
-            api_key = check_secret("the OPENAI_API_KEY environment variable", from_env)
+            api_key = key_from_env("OPENAI_API_KEY")
         super().__init__(api_url, api_key, model, settings, **common)
 
     def _build_chat_body(
