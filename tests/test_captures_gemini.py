@@ -43,6 +43,7 @@ from llmchat.response import Response
 from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer, Write
 
+from .capture_support import Long
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "gemini"
@@ -50,15 +51,6 @@ PROVENANCE = CAPTURES / "PROVENANCE.md"
 HI = [{"role": "user", "content": "Hi"}]
 SETTLE_GUARD = 60.0  # a hang guard only: every body here ends
 FILTER = "Blocked by content filter"
-
-
-@dataclass(frozen=True)
-class Long:
-    """A text too long to quote: its length, head and tail (the whole is `wire_texts`)."""
-
-    length: int
-    head: str
-    tail: str
 
 
 @dataclass(frozen=True)
@@ -486,12 +478,7 @@ def snapshot(response: Response) -> dict[str, Any]:
 def _text_ok(want: str | Long | None, got: Any, wire: str) -> bool:
     if not isinstance(want, Long):
         return bool(got == want)
-    return (
-        got == wire
-        and len(got) == want.length
-        and got.startswith(want.head)
-        and (got.endswith(want.tail))
-    )
+    return want.matches(got, wire)
 
 
 def mismatches(name: str, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -38,6 +38,7 @@ from llmchat.response import Response
 from llmchat.testing import Reply, ScriptedServer
 from llmchat.testing.script import Framing, dumps
 
+from .capture_support import Long
 from .conftest import CAPTURES_DIR
 from .ollama_support import HI, ndjson_reply, run_pieces
 
@@ -45,15 +46,6 @@ CAPTURES = CAPTURES_DIR / "ollama"
 PROVENANCE = "PROVENANCE.md"
 SETTLE_GUARD = 60.0  # a hang guard only: every stream here ends on done, an error or EOF
 DOCS_PAIR = ("docs_chat_stream_tool_call_chunk.json", "docs_chat_stream_tool_call_final.json")
-
-
-@dataclass(frozen=True)
-class Long:
-    """A text too long to quote: its length, head and tail (the whole is rebuilt too)."""
-
-    length: int
-    head: str
-    tail: str
 
 
 @dataclass(frozen=True)
@@ -339,8 +331,7 @@ def check(name: str, got: dict[str, Any], *, streamed: bool) -> None:
     wrong = {k: (v, got[k]) for k, v in expected.items() if got[k] != v}
     msg = want.msg
     if isinstance(msg, Long):
-        good = got["msg"] == wire_msg and len(wire_msg) == msg.length
-        good = good and wire_msg.startswith(msg.head) and wire_msg.endswith(msg.tail)
+        good = msg.matches(got["msg"], wire_msg)
     else:
         good = got["msg"] == msg == wire_msg
     if not good:

@@ -40,6 +40,7 @@ from llmchat.response import Response
 from llmchat.testing import Reply, ScriptedServer, Write
 from llmchat.testing.script import Framing
 
+from .capture_support import Long
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "openai-chat"
@@ -49,18 +50,6 @@ SETTLE_GUARD = 120.0  # a hang guard only: every stream here ends on [DONE] or a
 
 
 # -- what a file must come to ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Long:
-    """A text too long to quote: its length, head and tail as read from the file.
-
-    The whole text is also rebuilt from the file by `wire_texts`, and must match.
-    """
-
-    length: int
-    head: str
-    tail: str
 
 
 @dataclass(frozen=True)
@@ -598,13 +587,7 @@ def snapshot(response: Response) -> dict[str, Any]:
 def _text_ok(want: str | Long | None, got: Any, wire: str) -> bool:
     if not isinstance(want, Long):
         return bool(got == want)
-    return (
-        isinstance(got, str)
-        and got == wire
-        and len(got) == want.length
-        and got.startswith(want.head)
-        and got.endswith(want.tail)
-    )
+    return want.matches(got, wire)
 
 
 def mismatches(name: str, expect: Expect, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

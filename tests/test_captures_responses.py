@@ -41,21 +41,13 @@ from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer, Write
 from llmchat.testing.script import Framing
 
+from .capture_support import Long
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "responses"
 PROVENANCE = CAPTURES / "PROVENANCE.md"
 HI = [{"role": "user", "content": "Hi"}]
 SETTLE_GUARD = 60.0  # a hang guard only
-
-
-@dataclass(frozen=True)
-class Long:
-    """A text too long to quote: its length, head and tail (the whole is `wire_texts`')."""
-
-    length: int
-    head: str
-    tail: str
 
 
 @dataclass(frozen=True)
@@ -423,8 +415,7 @@ def check(name: str, got: dict[str, Any]) -> None:
         ("reasoning_text", want.reasoning_text, wire_reasoning or None),
     ):
         if isinstance(value, Long):
-            ok = got[key] == wire and len(wire) == value.length
-            ok = ok and wire.startswith(value.head) and wire.endswith(value.tail)
+            ok = value.matches(got[key], wire)
         else:
             ok = got[key] == value and (value or None) == (wire or None)
         if not ok:
