@@ -20,6 +20,7 @@ from ..tools import ToolCall
 from .base import Delta, Dialect, inband_error, is_count
 
 __all__ = [
+    "DONE",
     "Delta",
     "OpenAIChat",
     "OpenAIText",
@@ -30,6 +31,8 @@ __all__ = [
     "usage_fields",
 ]
 
+DONE: Final = "[DONE]"
+"""The OpenAI stream's end: ``data: [DONE]``, the one event that is not JSON."""
 _PLAIN_DELTA: Final = frozenset({"role", "content"})
 _TEXT_PARTS: Final = (None, "text", "output_text")
 
@@ -222,7 +225,7 @@ class OpenAIChat(Dialect):
     """The chat-completions dialect (``chat.completion`` / ``chat.completion.chunk``)."""
 
     name: ClassVar[str] = "openai"
-    done_marker: ClassVar[str | None] = "[DONE]"
+    done_marker: ClassVar[str | None] = DONE
 
     def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
         return decode_chat(payload)

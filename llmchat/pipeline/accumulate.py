@@ -17,19 +17,17 @@ the provider's verbatim.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from .. import fastjson
 from ..chunk import Chunk
 from ..dialects.base import Delta, Dialect
-from ..dialects.openai_chat import OpenAIChat, OpenAIText
+from ..dialects.openai_chat import DONE, OpenAIChat, OpenAIText
 from ..sse import SSEEvent
 from ..tools import ToolCall, ToolCallAssembler
 from .think_tags import ThinkTags
 
 __all__ = ["DONE", "Accumulator"]
-
-DONE: Final = "[DONE]"
 
 
 class Accumulator:
