@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from .chunk import Chunk
 from .completion import ErrorBody
@@ -29,6 +29,14 @@ from .tools import ToolCall
 __all__ = ["Response", "Timing"]
 
 log = logging.getLogger("llmchat")
+
+
+class _Puller(Protocol):
+    """What lets an iterator do a stream's reads itself (`backends._baton.ReadBaton`)."""
+
+    def pull(self) -> bool: ...
+
+    def leave(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -81,6 +89,9 @@ class Response:
         self._cond = threading.Condition(self._mutex)
         self._arrived: threading.Condition | None = None
         self._waiting = 0
+        # While set, an iterator with nothing new reads the next bytes itself
+        # instead of waiting for the reader thread (`backends/_baton.py`).
+        self._puller: _Puller | None = None
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._refusal: list[str] = []
@@ -211,22 +222,36 @@ class Response:
 
     def __iter__(self) -> Iterator[Chunk]:
         index = 0
-        while True:
-            with self._cond:
-                while index >= len(self._chunks) and not self.is_done:
-                    arrived = self._arrived
-                    if arrived is None:
-                        arrived = self._arrived = threading.Condition(self._mutex)
-                    self._waiting += 1
-                    try:
-                        arrived.wait()
-                    finally:
-                        self._waiting -= 1
-                batch = self._chunks[index:]  # everything that has arrived, in one lock
-            if not batch:
-                return
-            index += len(batch)
-            yield from batch
+        puller: _Puller | None = None
+        used: _Puller | None = None
+        try:
+            while True:
+                with self._cond:
+                    while index >= len(self._chunks) and not self.is_done:
+                        puller = self._puller
+                        if puller is not None:
+                            break  # read the next bytes on this thread, outside the lock
+                        arrived = self._arrived
+                        if arrived is None:
+                            arrived = self._arrived = threading.Condition(self._mutex)
+                        self._waiting += 1
+                        try:
+                            arrived.wait()
+                        finally:
+                            self._waiting -= 1
+                    batch = self._chunks[index:]  # everything that has arrived, in one lock
+                if not batch and puller is not None and not self.is_done:
+                    used = puller
+                    puller.pull()
+                    puller = None
+                    continue
+                if not batch:
+                    return
+                index += len(batch)
+                yield from batch
+        finally:
+            if used is not None:
+                used.leave()
 
     @property
     def elapsed_seconds(self) -> float:
@@ -304,6 +329,22 @@ class Response:
                 return
         if self.is_cancelled:
             _run_aborter(aborter)
+
+    def _attach_puller(self, puller: _Puller) -> bool:
+        """Let iterators do the reads through `puller`; True if one is waiting now."""
+        with self._cond:
+            if self.is_done:
+                return False
+            self._puller = puller
+            if self._waiting and self._arrived is not None:
+                self._arrived.notify_all()
+                return True
+            return False
+
+    def _detach_puller(self, puller: _Puller) -> None:
+        with self._cond:
+            if self._puller is puller:
+                self._puller = None
 
     def _add_cancel_hook(self, hook: Callable[[], None]) -> None:
         """Run `hook` after a cancel tears the transport down (a provider's abort call).

@@ -37,6 +37,7 @@ from ..transport import (
     parse_json,
 )
 from ..wirelog import WireLog
+from ._baton import ReadBaton, Reads
 from ._reuse import drain
 from ._settle import (
     OnComplete,
@@ -54,6 +55,8 @@ log = logging.getLogger("llmchat")
 __all__ = [
     "complete_body",
     "decide_finish",
+    "pump",
+    "pump_reads",
     "run_blocking",
     "settle",
     "start_stream",
@@ -201,7 +204,8 @@ def stream_worker(
             wirelog.response(http.status_code, http.headers)
             _note_headers(response, http)
             if _is_stream(http, acc.dialect.framing):
-                ending = pump(backend, http, response, acc, exchange, wirelog)
+                reads = pump_reads(backend, http, response, acc, exchange, wirelog)
+                ending = ReadBaton(reads, response).run()
             else:
                 # An error status, or a server that ignored "stream": a whole body.
                 data = read_all(http, wirelog, backend.max_response_bytes)
@@ -246,11 +250,31 @@ def pump(
     exchange: Exchange,
     wirelog: WireLog,
 ) -> Ending:
+    """`pump_reads` run to its end on the calling thread; its Ending."""
+    reads = pump_reads(backend, http, response, acc, exchange, wirelog)
+    while True:
+        try:
+            next(reads)
+        except StopIteration as stop:
+            ending: Ending = stop.value
+            return ending
+
+
+def pump_reads(
+    backend: OpenAICommon,
+    http: TransportResponse,
+    response: Response,
+    acc: Accumulator,
+    exchange: Exchange,
+    wirelog: WireLog,
+) -> Reads:
     """Feed body bytes through the stages until ``[DONE]`` or the end of the body.
 
-    The chunks of one read are published together: one lock and one wake-up
-    per read rather than per frame. The finish chunk is recorded, not acted
-    on: reading goes on for the usage frame, for `stream_finish_grace`.
+    One step per read, so the reader thread or an iterating consumer can
+    advance it (`ReadBaton`). The chunks of one read are published together:
+    one lock and one wake-up per read rather than per frame. The finish chunk
+    is recorded, not acted on: reading goes on for the usage frame, for
+    `stream_finish_grace`.
     """
     decoder: SSEDecoder | NDJSONDecoder = (
         NDJSONDecoder(backend.max_event_bytes)
@@ -273,6 +297,7 @@ def pump(
         _publish(response, acc, exchange, grace, _apply(events, acc, response, lift), finished)
         if acc.done:
             return CANCELLED_ENDING if exchange.aborted == "cancel" else DONE_ENDING
+        yield
     finished = acc.finish_reason is not None
     chunks = _apply(decoder.flush(), acc, response, lift)
     if not acc.done and acc.finish_reason is None:
