@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -24,6 +23,7 @@ from .completion import ErrorBody
 from .errors import ErrorClass, remote_error_for
 from .messages import Message
 from .redact import Redactor
+from .timing import Timing
 from .tools import ToolCall
 
 __all__ = ["Response", "Timing"]
@@ -37,32 +37,6 @@ class _Puller(Protocol):
     def pull(self) -> bool: ...
 
     def leave(self) -> None: ...
-
-
-@dataclass(slots=True)
-class Timing:
-    """How long the caller waited (seconds, from the moment the request was made).
-
-    The fields after `total_seconds` are what the server says it spent, where
-    it reports that (Ollama's durations), also in seconds.
-    """
-
-    ttft_seconds: float | None = None
-    """Until the first content, reasoning or tool-call chunk; None if none came."""
-    total_seconds: float | None = None
-    """Until the Response settled; None while it is live."""
-    server_total_seconds: float | None = None
-    """The whole request as the server measured it (Ollama's ``total_duration``);
-    None when the server reports no such figure."""
-    load_seconds: float | None = None
-    """Loading the model, as the server measured it (Ollama's ``load_duration``);
-    None when not reported."""
-    prompt_eval_seconds: float | None = None
-    """Reading the prompt, as the server measured it (Ollama's ``prompt_eval_duration``);
-    None when not reported."""
-    eval_seconds: float | None = None
-    """Generating the answer, as the server measured it (Ollama's ``eval_duration``);
-    None when not reported."""
 
 
 class Response:

@@ -27,6 +27,7 @@ from typing import Any
 
 import requests
 
+from . import environment
 from .adapter import DEFAULT_POOL_SIZE, new_session
 from .base import READ_SIZE, Transport, TransportResponse, bounded
 from .exceptions import _chain
@@ -87,9 +88,7 @@ class RequestsTransport(Transport):
         _current.exchange = exchange
         _current.fresh = fresh
         try:
-            return self.session.request(
-                method, url, headers=headers, data=data, stream=True, timeout=timeout
-            )
+            return environment.send(self.session, method, url, headers, data, timeout)
         finally:
             _current.exchange = None
             _current.fresh = False
