@@ -849,14 +849,14 @@ def profile_worker(
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     per = streams * (FRAMES + 4)
     whole = _cumulative(stats, "backends/_runners.py", "stream_worker")
-    pump = _cumulative(stats, "backends/_runners.py", "pump")
+    pump = _cumulative(stats, "backends/_runners.py", "pump_reads")
     decode = _cumulative(stats, "llmchat/sse.py", "feed")
     apply = _cumulative(stats, "backends/_runners.py", "_apply")
     publish = _cumulative(stats, "backends/_runners.py", "_publish")
     parse = _cumulative(stats, "pipeline/accumulate.py", "feed_event")
     loads = _cumulative(stats, "json/__init__.py", "loads")
     stages = [
-        ("request, headers, settle (`stream_worker` outside `pump`)", whole - pump),
+        ("request, headers, settle (`stream_worker` outside `pump_reads`)", whole - pump),
         ("HTTP body reads (`iter_bytes` → urllib3 `read1`)", pump - decode - apply - publish),
         ("SSE framing: `SSEDecoder.feed` (lines, UTF-8 decode, `SSEEvent`)", decode),
         ("`json.loads` of each frame (inside `Accumulator.feed_event`)", loads),
