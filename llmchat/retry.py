@@ -22,18 +22,16 @@ attempt is kept on the exception's `attempts` (and passed to `on_attempt`), and
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import math
-import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Final, Literal
+from typing import Any
 
-from .errors import InvalidArgumentError, InvalidTypeError, LLMChatError
+from .errors import InvalidArgumentError, InvalidTypeError
 from .response import Response
+from .retry_attempts import Attempt, Cancelled, Exhausted, TimedOut, Truncated
+from .retry_policy import MAX_BACKOFF, MAX_RETRY_AFTER, _sleep, backoff, classify
 
 __all__ = [
     "MAX_BACKOFF",
@@ -49,169 +47,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("llmchat")
-
-Decision = Literal["abort", "retry-same", "advance"]
-
-MAX_BACKOFF: Final = 30.0
-"""The longest computed backoff, in seconds."""
-MAX_RETRY_AFTER: Final = 60.0
-"""The longest sleep a server's ``Retry-After`` can ask for, in seconds."""
-_ABORT_STATUSES: Final = frozenset({400, 401, 402, 403, 404})
-
-
-def classify(error_class: str | None, error_status: int | None, parser_failed: bool = False) -> str:
-    """Return ``"abort"``, ``"retry-same"`` or ``"advance"`` for one failed attempt."""
-    if parser_failed:
-        return "advance"
-    if error_class == "http":
-        if error_status in _ABORT_STATUSES:
-            return "abort"
-        if error_status == 429:
-            return "advance"
-        if error_status is not None and 500 <= error_status <= 599:
-            return "retry-same"
-        return "advance"
-    if error_class == "timeout":
-        return "advance"
-    if error_class == "connection":
-        return "retry-same"
-    if error_class == "response":
-        return "advance"
-    return "retry-same"
-
-
-def _parse_retry_after(value: Any) -> float | None:
-    """Seconds asked for by a ``Retry-After`` value (delta-seconds or HTTP date); None if bad."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None
-        try:
-            seconds = float(text)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(text)
-            except (TypeError, ValueError, IndexError, OverflowError):
-                return None
-            if when is None:
-                return None
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=timezone.utc)
-            seconds = (when - datetime.now(timezone.utc)).total_seconds()
-    else:
-        return None
-    if not math.isfinite(seconds):
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
-def backoff(attempt: int, retry_after: str | float | None = None) -> float:
-    """Seconds to sleep before retry number `attempt` (1-based).
-
-    ``min(2 ** (attempt - 1) + uniform(0, 0.5), 30)``, unless `retry_after`
-    (a ``Retry-After`` header: delta-seconds or an HTTP date) parses; then that,
-    floored at 0 and capped at `MAX_RETRY_AFTER`. An unparseable value is ignored.
-    """
-    asked = _parse_retry_after(retry_after)
-    if asked is not None:
-        return asked
-    exponent = min(max(attempt, 1) - 1, 16)  # 2**16 is far past the cap already
-    return min(2.0**exponent + random.uniform(0, 0.5), MAX_BACKOFF)
-
-
-def _sleep(seconds: float, cancel_event: threading.Event) -> bool:
-    """Sleep up to `seconds`; wake at once when `cancel_event` is set. True if cancelled."""
-    if seconds <= 0:
-        return cancel_event.is_set()
-    return cancel_event.wait(seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One attempt of an `Inference` run. Never holds a credential: `message` is `Response.err`."""
-
-    number: int
-    """1-based, counted over the whole run."""
-    backend_index: int
-    """Position of the backend in `Inference.backends`."""
-    model: str | None
-    error_class: str | None
-    """None on success; ``"timeout"`` for an Inference per-attempt timeout;
-    ``"parser"`` when the parser raised."""
-    error_status: int | None
-    message: str | None
-    latency_seconds: float
-    success: bool
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost: float | None = None
-    decision: str | None = None
-    """What the failure led to (`classify`'s bucket); None on success or cancel."""
-
-    def describe(self) -> str:
-        """One readable line for this attempt."""
-        where = f"backend {self.backend_index}"
-        if self.model:
-            where += f" ({self.model})"
-        if self.success:
-            outcome = "ok"
-        else:
-            outcome = self.error_class or "failed"
-            if self.error_status is not None:
-                outcome += f" {self.error_status}"
-            if self.message:
-                outcome += f": {self.message}"
-        line = f"#{self.number} {where}: {outcome} [{self.latency_seconds:.2f} s]"
-        if self.decision:
-            line += f" -> {self.decision}"
-        return line
-
-
-class Exhausted(LLMChatError):
-    """No backend produced a usable answer; `attempts` lists every attempt made."""
-
-    def __init__(self, attempts: Sequence[Attempt], message: str | None = None) -> None:
-        self.attempts: list[Attempt] = list(attempts)
-        head = message or f"all {len(self.attempts)} attempt(s) failed"
-        lines = [head, *("  " + a.describe() for a in self.attempts)]
-        super().__init__("\n".join(lines))
-
-
-class Truncated(Exhausted):
-    """Exhausted, and the last failure was a ``length`` finish; the partial answer is kept."""
-
-    def __init__(
-        self,
-        attempts: Sequence[Attempt],
-        message: str | None = None,
-        *,
-        partial_text: str = "",
-        usage: Mapping[str, Any] | None = None,
-        completion_tokens: int | None = None,
-    ) -> None:
-        super().__init__(attempts, message or "the answer was cut off (finish_reason 'length')")
-        self.partial_text = partial_text
-        """The text of the last (truncated) answer."""
-        self.usage = usage
-        """The raw usage block of the last answer; None when none came."""
-        self.completion_tokens = completion_tokens
-
-
-class TimedOut(Exhausted):
-    """Exhausted, and the last failure was a timeout (per attempt or the transport's)."""
-
-
-class Cancelled(LLMChatError):
-    """`Inference.cancel()` stopped the run; `attempts` lists the attempts made so far."""
-
-    def __init__(self, attempts: Sequence[Attempt] = ()) -> None:
-        self.attempts: list[Attempt] = list(attempts)
-        super().__init__(f"cancelled after {len(self.attempts)} attempt(s)")
 
 
 class _Outcome:
