@@ -36,6 +36,10 @@ class PostgresStore(SqlStore["psycopg.Connection[tuple[Any, ...]]"]):
         except psycopg.ProgrammingError:
             # Not the parser's message: it may quote the URL, password and all.
             raise InvalidArgumentError(f"{field} is not a valid postgresql:// URL") from None
+        ports = str(params.get("port") or "0").split(",")
+        if not all(port.isdigit() and int(port) < 65536 for port in ports):
+            # libpq would only find out after resolving the host.
+            raise InvalidArgumentError(f"{field}: the postgresql:// URL's port is not a number")
         super().__init__()
         self._url = url
         self._redactor = Redactor.of([str(params["password"])] if params.get("password") else [])

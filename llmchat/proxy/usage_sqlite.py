@@ -44,8 +44,11 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
             self._uri = f"file:llmchat-usage-{uuid.uuid4().hex}?mode=memory&cache=shared"
             # The database lives as long as one connection to it: this one.
             self._anchor = self._connect()
-        with self.connection():
-            pass  # the schema now, so a bad path fails where it was given
+        try:
+            with self.connection():
+                pass  # the schema now, so a bad path fails where it was given
+        except sqlite3.Error as exc:
+            raise ConnectionError(f"usage database {path}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"

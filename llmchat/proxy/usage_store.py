@@ -252,10 +252,15 @@ class SqlStore(Generic[Conn]):
                 (SCHEMA_VERSION,),
             )
         elif int(found) > SCHEMA_VERSION:
-            raise RuntimeError(
+            raise LLMChatError(
                 f"the usage database has schema version {found}; this llmchat knows "
                 f"{SCHEMA_VERSION} (upgrade llmchat)"
             )
+
+    def schema_version(self) -> int:
+        """The schema version the database records."""
+        with self.connection() as conn:
+            return int(self._execute(conn, f"SELECT MAX(version) FROM {VERSION_TABLE}")[0][0])
 
     @contextmanager
     def connection(self) -> Iterator[Conn]:
