@@ -314,3 +314,16 @@ def test_key_id_is_stable_short_and_not_the_key() -> None:
     assert key_id_of(key) != key_id_of(key + "x")
     assert key_id_of(key).startswith("key_") and len(key_id_of(key)) == 16
     assert key[3:9] not in key_id_of(key)
+
+
+def test_postgres_rows_do_not_wait_for_the_disk_unless_the_url_says() -> None:
+    url = fresh_postgres()
+    on = ("&" if "?" in url else "?") + "options=-c%20synchronous_commit%3Don"
+    for extra, expected in [("", "off"), (on, "on")]:
+        store = open_store(url + extra)
+        try:
+            with store.connection() as conn:
+                rows = store._execute(conn, "SHOW synchronous_commit")
+            assert [tuple(r) for r in rows] == [(expected,)]
+        finally:
+            store.close()

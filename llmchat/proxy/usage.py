@@ -110,7 +110,7 @@ def _append_line(path: str | os.PathLike[str], line: bytes) -> None:
 
     Opened per event, so a rotated log (renamed away by logrotate) is followed.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         written = os.write(fd, line)
     finally:
