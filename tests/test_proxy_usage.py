@@ -126,3 +126,14 @@ def test_a_failing_store_never_fails_the_request(
     warnings = [r.getMessage() for r in caplog.records if "not stored" in r.getMessage()]
     assert warnings and "database gone" in warnings[0]
     assert all("hunter2" not in r.getMessage() for r in caplog.records)
+
+
+def test_cli_proxy_refuses_a_bad_usage_db_before_serving(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from llmchat.cli import main
+
+    assert main(["proxy", "--upstream", "http://127.0.0.1:9/v1", "--usage-db", "mysql://x"]) == 2
+    err = capsys.readouterr().err
+    assert "usage_db must be a file path or a postgresql:// URL" in err
+    assert "serving" not in err

@@ -49,7 +49,12 @@ def fresh_postgres() -> str:
     if url is None:
         pytest.skip(f"no PostgreSQL server: {why}")
     import psycopg
+    from psycopg import conninfo
 
+    # Every case drops the usage tables: never in a database that is not a test's.
+    dbname = str(conninfo.conninfo_to_dict(url).get("dbname") or "")
+    if "test" not in dbname:
+        pytest.fail(f"LLMCHAT_TEST_POSTGRES_URL's database {dbname!r} must have 'test' in its name")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {TABLE}, {VERSION_TABLE}")
     return url
