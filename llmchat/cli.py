@@ -1,4 +1,4 @@
-"""The `llmchat` command line: `demo`, `chat`, `probe`, `wire` and `proxy`.
+"""The `llmchat` command line: `demo`, `chat`, `probe`, `wire`, `proxy` and `usage`.
 
 `demo`, `chat` and `probe` talk to ``LLMCHAT_API_URL`` (key from
 ``LLMCHAT_API_KEY``, model from ``LLMCHAT_MODEL``) or ``--api-url``; with no
@@ -20,6 +20,7 @@ from .backends.openai_common import OpenAICommon
 from .errors import LLMChatError
 from .redact import check_secret
 from .settings import Settings
+from .usage_report import add_parser as add_usage_parser
 
 __all__ = ["main"]
 
@@ -163,6 +164,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     proxy.add_argument("--usage-log", help="append one JSON line per request to this file")
     proxy.add_argument(
+        "--usage-db",
+        help="record one row per request in this SQLite file or postgresql:// URL "
+        "(read it with `llmchat usage --db`)",
+    )
+    proxy.add_argument(
         "--max-body-bytes", type=int, default=10_000_000, help="largest request body accepted"
     )
     proxy.add_argument(
@@ -172,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
         help="connections served at once; more get a 503 (default: 256)",
     )
     proxy.set_defaults(run=_run_proxy)
+    add_usage_parser(commands)
     return parser
 
 
@@ -396,6 +403,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
         usage_log=args.usage_log,
         api_key=_env_key(args.proxy_key_env),
         max_body_bytes=args.max_body_bytes,
+        usage_db=args.usage_db,
     )
     server = make_server(app, args.host, args.port, max_connections=args.max_connections)
     print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
@@ -405,5 +413,6 @@ def _run_proxy(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+        app.close()
         upstream.close()
     return 0

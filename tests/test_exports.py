@@ -59,9 +59,10 @@ def test_proxy_and_translators_have_the_api_md_shapes() -> None:
     from llmchat.proxy import make_app
 
     params = inspect.signature(make_app).parameters
-    assert list(params) == ["upstream", "usage_log", "api_key", "max_body_bytes"]
+    assert list(params) == ["upstream", "usage_log", "api_key", "max_body_bytes", "usage_db"]
     assert params["max_body_bytes"].default == 10_000_000
     assert params["usage_log"].default is None and params["api_key"].default is None
+    assert params["usage_db"].default is None
     for translator in (OllamaStream("m"), AnthropicStream("m")):
         for name in ("start", "delta", "finish", "error_event", "usage"):
             assert callable(getattr(translator, name)), name

@@ -41,6 +41,7 @@ from .upstream import (
     is_truncation,
 )
 from .usage import CLIENT_ABORT_STATUS, UsageEvent, UsageLog
+from .usage_store import key_id_of, store_of
 
 __all__ = ["ProxyApp", "make_app"]
 
@@ -77,19 +78,29 @@ def make_app(
     usage_log: Any = None,
     api_key: str | None = None,
     max_body_bytes: int = 10_000_000,
+    usage_db: Any = None,
 ) -> ProxyApp:
     """A WSGI application serving Ollama, Anthropic and OpenAI clients over `upstream`.
 
     `upstream` is an `OpenAICommon` backend (or subclass) or an
     `llmchat.retry.Inference` chain. `usage_log` is a JSON-lines file path or
-    a callable taking one event dict per request. With `api_key`, every route
+    a callable taking one event dict per request. `usage_db` is an SQLite file
+    path, a ``postgresql://`` URL (the ``postgres`` extra) or a `UsageStore`:
+    one row per request, for `llmchat usage`; a path or URL is opened (and its
+    schema created) here, and `ProxyApp.close` closes it. With `api_key`, every route
     but ``/`` and ``/health`` needs ``Authorization: Bearer KEY`` or
     ``x-api-key: KEY``. Bodies over `max_body_bytes` are refused with 413.
 
         app = make_app(OpenAICommon("http://127.0.0.1:8080/v1"))
         llmchat.proxy.make_server(app, port=11434).serve_forever()
     """
-    return ProxyApp(upstream, usage_log=usage_log, api_key=api_key, max_body_bytes=max_body_bytes)
+    return ProxyApp(
+        upstream,
+        usage_log=usage_log,
+        api_key=api_key,
+        max_body_bytes=max_body_bytes,
+        usage_db=usage_db,
+    )
 
 
 class _Exchange:
@@ -133,6 +144,7 @@ class ProxyApp:
         usage_log: Any = None,
         api_key: str | None = None,
         max_body_bytes: int = 10_000_000,
+        usage_db: Any = None,
     ) -> None:
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise TypeError("api_key must be a non-empty str or None")
@@ -144,7 +156,10 @@ class ProxyApp:
         self.upstream = Upstream(upstream)
         self.usage = UsageLog(usage_log)
         self._api_key = api_key.encode("utf-8") if api_key else None
+        self._key_id = key_id_of(api_key) if api_key else None
         self.max_body_bytes = max_body_bytes
+        # Last: opening a database is I/O, and every argument is checked by now.
+        self.usage.store, self._owns_store = store_of(usage_db)
         self._routes: dict[tuple[str, str], tuple[str, Callable[[_Exchange], Iterable[bytes]]]] = {
             ("GET", "/"): ("proxy", self._root),
             ("HEAD", "/"): ("proxy", self._root),
@@ -164,6 +179,11 @@ class ProxyApp:
     def __repr__(self) -> str:
         return f"ProxyApp({self.upstream!r}, api_key={'set' if self._api_key else None})"
 
+    def close(self) -> None:
+        """Close the usage store `make_app` opened from a path or URL (not one passed in)."""
+        if self._owns_store and self.usage.store is not None:
+            self.usage.store.close()
+
     # -- WSGI entry ----------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -173,12 +193,10 @@ class ProxyApp:
         face = route[0] if route else face_of(path)
         exchange = _Exchange(environ, start_response, face)
         # The key is checked first, so a caller without it cannot map the routes.
-        if (
-            self._api_key is not None
-            and path not in ("/", "/health")
-            and not self._authorized(environ)
-        ):
-            return self._error(exchange, 401, "Missing or wrong API key", "unauthorized")
+        if self._api_key is not None and path not in ("/", "/health"):
+            if not self._authorized(environ):
+                return self._error(exchange, 401, "Missing or wrong API key", "unauthorized")
+            exchange.event.key_id = self._key_id
         if route is None:
             known = any(p == path for _, p in self._routes)
             if known:

@@ -1,16 +1,24 @@
-"""Usage events: one record per proxied request, to a JSON-lines file or a callback."""
+"""Usage events: one record per proxied request, to a JSON-lines file, a callback or a store.
+
+A JSON line is written with one `os.write` on an ``O_APPEND`` descriptor, so
+several processes (gunicorn workers) appending to one file never interleave or
+lose a line: the kernel places each write at the end of the file whole. The
+stores (`usage_store`) are for totals across processes and machines.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import wire_json
+
+if TYPE_CHECKING:
+    from .usage_store import UsageStore
 
 __all__ = ["UsageEvent", "UsageLog"]
 
@@ -46,18 +54,26 @@ class UsageEvent:
     face error (``invalid_request``, ``unauthorized``, ``too_large``, ``not_found``)."""
     started_at: float = field(default_factory=time.time)
     """Unix time the request arrived."""
+    key_id: str | None = None
+    """Which client key was accepted, as a non-reversible id (`key_id_of`); None when
+    the proxy checks no key or the request presented none that passed."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class UsageLog:
-    """Where usage events go: `target` is a path (JSON lines, appended) or a callable.
+    """Where usage events go: `target` is a path (JSON lines, appended) or a callable,
+    and `store` a `UsageStore`; either may be None.
 
     A failing sink is logged and never fails the request it describes.
     """
 
-    def __init__(self, target: str | os.PathLike[str] | Callable[[dict[str, Any]], Any] | None):
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | Callable[[dict[str, Any]], Any] | None,
+        store: UsageStore | None = None,
+    ):
         if (
             target is not None
             and not callable(target)
@@ -65,19 +81,40 @@ class UsageLog:
         ):
             raise TypeError("usage_log must be a file path, a callable taking a dict, or None")
         self._target = target
-        self._lock = threading.Lock()
+        self.store = store
 
     def emit(self, event: UsageEvent) -> None:
         target = self._target
-        if target is None:
-            return
-        record = event.as_dict()
-        try:
-            if callable(target):
-                target(record)
-                return
-            line = wire_json.encode_data(record) + b"\n"
-            with self._lock, open(target, "ab") as out:
-                out.write(line)
-        except Exception:
-            log.warning("usage event for %s was not recorded", event.request_id, exc_info=True)
+        if target is not None:
+            try:
+                if callable(target):
+                    target(event.as_dict())
+                else:
+                    _append_line(target, wire_json.encode_data(event.as_dict()) + b"\n")
+            except Exception:
+                log.warning("usage event for %s was not logged", event.request_id, exc_info=True)
+        if self.store is not None:
+            try:
+                self.store.record(event)
+            except Exception as exc:
+                # No traceback: a database error's text is the store's to scrub.
+                log.warning(
+                    "usage event for %s was not stored: %s",
+                    event.request_id,
+                    self.store.describe_error(exc),
+                )
+
+
+def _append_line(path: str | os.PathLike[str], line: bytes) -> None:
+    """Append `line` with one write, so concurrent writers never interleave.
+
+    Opened per event, so a rotated log (renamed away by logrotate) is followed.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        written = os.write(fd, line)
+    finally:
+        os.close(fd)
+    if written != len(line):
+        # Only a full disk or a quota does this; the rest of the line would be a torn line.
+        raise OSError(f"short write to the usage log: {written} of {len(line)} bytes")
