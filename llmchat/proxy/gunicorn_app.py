@@ -56,10 +56,10 @@ class WorkerOptions:
     """Seconds in-flight requests get to finish after SIGTERM (Kubernetes'
     default grace period); streams still running then are cut off."""
     max_connections: int = 256
-    """Connections one worker holds, busy or idle (gunicorn's ``worker_connections``);
-    raised to twice `threads` so every busy thread's client can stay connected.
-    Past it the worker stops accepting and new connections wait in the listen
-    backlog."""
+    """Connections one worker holds, busy or idle (gunicorn's ``worker_connections``,
+    raised to `threads` at least). Only the part above `threads` is kept alive
+    between requests; past it the worker stops accepting, and new connections
+    wait in the listen backlog (no 503, unlike the embedded server)."""
 
     def __post_init__(self) -> None:
         for name in ("workers", "threads", "keepalive", "graceful_timeout", "max_connections"):
@@ -72,9 +72,10 @@ class WorkerOptions:
 
     @property
     def worker_connections(self) -> int:
-        # gthread keeps only worker_connections - threads connections alive
-        # between requests: at or below `threads` it closes every one.
-        return max(self.max_connections, 2 * self.threads)
+        # Fewer than `threads` would leave threads idle. gthread keeps only
+        # worker_connections - threads connections alive between requests:
+        # at `threads` exactly it closes each one after its answer (and says so).
+        return max(self.max_connections, self.threads)
 
 
 def gunicorn_settings(host: str, port: int, options: WorkerOptions) -> dict[str, Any]:
