@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .backends.openai_common import OpenAICommon
+from .cli_workers import add_worker_options, serve_workers, wants_workers
 from .errors import LLMChatError
 from .redact import check_secret
 from .settings import Settings
@@ -177,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
         default=256,
         help="connections served at once; more get a 503 (default: 256)",
     )
+    add_worker_options(proxy)
     proxy.set_defaults(run=_run_proxy)
     add_usage_parser(commands)
     return parser
@@ -386,11 +388,31 @@ def _run_probe(args: argparse.Namespace) -> int:
 
 
 def _run_proxy(args: argparse.Namespace) -> int:
-    from .proxy import make_app, make_server
-    from .transport import DEFAULT_POOL_SIZE
+    from .proxy import make_server
 
     if not args.upstream:
         raise LLMChatError("no upstream: pass --upstream or set LLMCHAT_API_URL")
+    if wants_workers(args):
+        return serve_workers(args, lambda: _proxy_app(args))
+    app, upstream = _proxy_app(args)
+    server = make_server(app, args.host, args.port, max_connections=args.max_connections)
+    print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        app.close()
+        upstream.close()
+    return 0
+
+
+def _proxy_app(args: argparse.Namespace) -> tuple[Any, OpenAICommon]:
+    """The proxy app and its upstream as `args` say (under gunicorn, once per worker)."""
+    from .proxy import make_app
+    from .transport import DEFAULT_POOL_SIZE
+
     upstream = OpenAICommon(
         args.upstream,
         api_key=_env_key(args.api_key_env),
@@ -405,14 +427,4 @@ def _run_proxy(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         usage_db=args.usage_db,
     )
-    server = make_server(app, args.host, args.port, max_connections=args.max_connections)
-    print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        app.close()
-        upstream.close()
-    return 0
+    return app, upstream

@@ -22,11 +22,18 @@ class UsageSink:
             self.events.append(event)
             self._cond.notify_all()
 
-    def wait(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    def wait(
+        self, n: int, timeout: float = 10.0, *, route: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The events once `n` arrived (only those for `route`, when given)."""
+
+        def matching() -> list[dict[str, Any]]:
+            return [e for e in self.events if route is None or e["route"] == route]
+
         with self._cond:
-            if not self._cond.wait_for(lambda: len(self.events) >= n, timeout):
+            if not self._cond.wait_for(lambda: len(matching()) >= n, timeout):
                 raise AssertionError(f"expected {n} usage events, got {self.events}")
-            return list(self.events)
+            return matching()
 
 
 @contextlib.contextmanager
