@@ -21,9 +21,11 @@ import requests
 
 from llmchat.cli import main
 from llmchat.proxy.gunicorn_app import WorkerOptions, gunicorn_settings
+from llmchat.proxy.usage_store import open_store
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor, Write
 
 from .proxy_servers import WAIT, serve_proxy, stop
+from .usage_support import KINDS, fresh_target
 
 TEXT = "Hello from the loopback server, twice as long as a chunk."
 MESSAGES = [{"role": "user", "content": "say hi"}]
@@ -36,17 +38,19 @@ def _chunk(content: str | None, finish: str | None = None) -> bytes:
     return b"data: " + json.dumps(event).encode() + b"\n\n"
 
 
-def test_several_workers_append_whole_usage_lines_to_one_file(tmp_path: Path):
-    # One thread and one connection per worker: two requests in flight at
-    # the upstream at once are, for certain, in two different processes.
+def _two_workers_at_once_then_six(
+    tmp_path: Path, *, usage_log: Path | None, extra: tuple[str, ...] = ()
+) -> None:
+    """Eight /api/chat requests through two worker processes, the first two for
+    certain in different processes (one thread and one connection per worker,
+    both held at the upstream at once)."""
     gate = threading.Event()
     held = Reply.sse(
         [{"choices": [{"index": 0, "delta": {"content": "held"}, "finish_reason": "stop"}]}],
         before_headers=[WaitFor(gate, WAIT)],
     )
     upstream = ScriptedServer([held, held]).start()
-    usage = tmp_path / "usage.jsonl"
-    args = ("--workers", "2", "--threads", "1", "--max-connections", "1")
+    args = ("--workers", "2", "--threads", "1", "--max-connections", "1", *extra)
     answers: list[int] = []
 
     def ask() -> None:
@@ -59,7 +63,7 @@ def test_several_workers_append_whole_usage_lines_to_one_file(tmp_path: Path):
 
     try:
         with serve_proxy(
-            "gunicorn", upstream.url, tmp_path, usage_log=usage, gunicorn_args=args
+            "gunicorn", upstream.url, tmp_path, usage_log=usage_log, gunicorn_args=args
         ) as proxy:
             both = [threading.Thread(target=ask) for _ in range(2)]
             for thread in both:
@@ -76,11 +80,29 @@ def test_several_workers_append_whole_usage_lines_to_one_file(tmp_path: Path):
         upstream.stop()
     assert in_flight, "two requests were never at the upstream at once: one worker served both"
     assert answers == [200] * 8
+
+
+def test_several_workers_append_whole_usage_lines_to_one_file(tmp_path: Path):
+    usage = tmp_path / "usage.jsonl"
+    _two_workers_at_once_then_six(tmp_path, usage_log=usage)
     lines = usage.read_bytes().splitlines()
     events = [json.loads(line) for line in lines]  # a torn append would not parse
     chats = [e for e in events if e["route"] == "/api/chat"]
     assert len(chats) == 8 and all(e["ok"] for e in chats)
     assert len({e["request_id"] for e in events}) == len(events)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_several_workers_record_usage_in_one_store(tmp_path: Path, kind: str):
+    target = fresh_target(kind, tmp_path)
+    _two_workers_at_once_then_six(tmp_path, usage_log=None, extra=("--usage-db", target))
+    store = open_store(target)
+    try:
+        [chats] = [t for t in store.totals("model") if t.key == "m"]
+    finally:
+        store.close()
+    assert (chats.requests, chats.ok, chats.failed) == (8, 8, 0)
+    assert chats.content_bytes == len("held") * 2 + len(TEXT) * 6
 
 
 def test_sigterm_lets_an_inflight_stream_finish(tmp_path: Path):
