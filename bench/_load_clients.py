@@ -24,10 +24,11 @@ from typing import Any
 
 from _load_upstream import LONG_PROMPT, MODEL, SHORT_PROMPT, long_text, short_text
 
+_loads: Callable[[bytes], Any] = json.loads
 try:
     from orjson import loads as _loads
 except ImportError:  # the stdlib parser only costs the clients more CPU
-    _loads = json.loads
+    pass
 
 CLIENT_PROCESSES = 4
 """At most this many client processes per cell; concurrency is split over their threads."""

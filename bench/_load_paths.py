@@ -45,12 +45,13 @@ class Server:
         env: dict[str, str] | None = None,
         how: str = "",
         unset: Sequence[str] = (),
+        tree: Path = ROOT,
     ) -> None:
         self.name, self.port, self.how, self.log = name, port, how, log
         self._log: IO[bytes] = log.open("wb")
         self.process = subprocess.Popen(
             list(argv),
-            cwd=ROOT,  # `python -m llmchat` imports this tree's llmchat
+            cwd=tree,  # `python -m llmchat` and gunicorn's app import that tree's llmchat
             env={
                 **{name: value for name, value in os.environ.items() if name not in unset},
                 **(env or {}),
@@ -118,20 +119,20 @@ def start_upstream(folder: Path) -> Server:
     return Server("upstream", argv, port, folder / "upstream.log")
 
 
-def start_embedded(upstream: str, key: str, folder: Path) -> Server:
+def start_embedded(upstream: str, key: str, folder: Path, tree: Path) -> Server:
     """`llmchat proxy` on its own `make_server`, as the README runs it."""
     port = free_port()
     argv = [sys.executable, "-m", "llmchat", "proxy", "--upstream", upstream, "--port", str(port)]
     env = {"LLMCHAT_PROXY_KEY": key}
     how = "`llmchat proxy --upstream URL --port P`"
-    return Server("embedded", argv, port, folder / "embedded.log", env, how=how)
+    return Server("embedded", argv, port, folder / "embedded.log", env, how=how, tree=tree)
 
 
-def has_workers_option() -> bool:
-    """Whether this tree's `llmchat proxy` runs gunicorn itself (``--workers``)."""
+def has_workers_option(tree: Path) -> bool:
+    """Whether `tree`'s `llmchat proxy` runs gunicorn itself (``--workers``)."""
     help_text = subprocess.run(
         [sys.executable, "-m", "llmchat", "proxy", "--help"],
-        cwd=ROOT,
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
@@ -139,13 +140,15 @@ def has_workers_option() -> bool:
     return "--workers" in help_text
 
 
-def start_gunicorn(upstream: str, key: str, folder: Path, workers: int, threads: int) -> Server:
+def start_gunicorn(
+    upstream: str, key: str, folder: Path, workers: int, threads: int, tree: Path
+) -> Server:
     """The proxy under gunicorn's threaded workers: `llmchat proxy --workers` when this tree
     has it, else gunicorn run directly on `gunicorn_app()` below."""
     port = free_port()
     env = {"LLMCHAT_PROXY_KEY": key, "LLMCHAT_BENCH_UPSTREAM": upstream}
     sizes = ["--workers", str(workers), "--threads", str(threads)]
-    if has_workers_option():
+    if has_workers_option(tree):
         argv = [sys.executable, "-m", "llmchat", "proxy", "--upstream", upstream]
         argv += ["--port", str(port), *sizes]
         how = f"`llmchat proxy --upstream URL --port P --workers {workers} --threads {threads}`"
@@ -157,7 +160,7 @@ def start_gunicorn(upstream: str, key: str, folder: Path, workers: int, threads:
             f"`gunicorn -k gthread --workers {workers} --threads {threads} "
             "'_load_paths:gunicorn_app()'` (this tree's `llmchat proxy` has no `--workers` yet)"
         )
-    return Server("gunicorn", argv, port, folder / "gunicorn.log", env, how=how)
+    return Server("gunicorn", argv, port, folder / "gunicorn.log", env, how=how, tree=tree)
 
 
 def gunicorn_app(threads: int = 64) -> Any:

@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from _load_clients import CLIENT_PROCESSES, Cell, Tally, percentile, run_cell
-from _load_paths import Server, start_embedded, start_gunicorn, start_litellm, start_upstream
+from _load_paths import ROOT, Server, start_embedded, start_gunicorn, start_litellm, start_upstream
 from _load_upstream import DELTAS, MODEL
 from _report import BENCHMARKS_MD, package_versions, stamp, table, write_section
 
@@ -102,6 +103,14 @@ def ms(seconds: float, digits: int = 2) -> str:
     return "—" if seconds != seconds else f"{seconds * 1e3:,.{digits}f}"
 
 
+def rate(count: float, seconds: float) -> str:
+    """Per second, with a decimal or two where the figure is small (LiteLLM's streams)."""
+    if seconds <= 0:
+        return "—"
+    per = count / seconds
+    return f"{per:,.0f}" if per >= 100 else f"{per:.1f}" if per >= 10 else f"{per:.2f}"
+
+
 def added(seconds: float) -> str:
     return "—" if seconds != seconds else f"{seconds * 1e3:+,.2f}"
 
@@ -117,19 +126,19 @@ def rows(
             if result is None:
                 continue
             tally, done = result.tally, result.done
-            over = result.path != "direct" and direct is not None
+            base = direct if result.path != "direct" else None
             cells = [
                 labels[path],
                 str(clients),
-                f"{done / result.seconds:,.0f}" if result.seconds > 0 else "—",
+                rate(done, result.seconds),
                 ms(result.ttfb(50)),
                 ms(result.ttfb(99)),
-                added(result.ttfb(50) - direct.ttfb(50)) if over else "",
-                added(result.ttfb(99) - direct.ttfb(99)) if over else "",
+                added(result.ttfb(50) - base.ttfb(50)) if base is not None else "",
+                added(result.ttfb(99) - base.ttfb(99)) if base is not None else "",
                 ms(percentile(result.total, 50)),
             ]
             if kind == "stream":
-                cells.append(f"{tally.deltas / result.seconds:,.0f}")
+                cells.append(rate(tally.deltas, result.seconds))
             cpu = result.proxy_cpu
             cells += [
                 ms(cpu / done, 3) if cpu is not None and done else "",
@@ -176,12 +185,12 @@ def verdicts(results: dict[tuple[str, str, int], Result], paths: list[str]) -> l
                 f"{met}: {path}, {kind} at {top} clients adds {ours * 1e3:+.2f} ms p99 TTFB, "
                 f"LiteLLM {theirs * 1e3:+.2f} ms (goal ≤ 1/10: {theirs * 1e2:.2f} ms)"
             )
-    for path in paths:
-        broken = sum(r.tally.lost + r.tally.corrupted for k, r in results.items() if k[0] == path)
-        errors = sum(r.tally.errors for k, r in results.items() if k[0] == path)
-        met = "met" if broken == 0 else ("MISSED" if path in mine else "seen")
+    for name in paths:
+        of = [r.tally for k, r in results.items() if k[0] == name]
+        broken, errors = sum(t.lost + t.corrupted for t in of), sum(t.errors for t in of)
+        met = "met" if broken == 0 else ("MISSED" if name in mine else "seen")
         lines.append(
-            f"{met}: {path}, {broken} lost or corrupted answers, {errors} errors (goal: 0 lost)"
+            f"{met}: {name}, {broken} lost or corrupted answers, {errors} errors (goal: 0 lost)"
         )
     return lines
 
@@ -192,15 +201,17 @@ TAIL = ["proxy CPU ms / request", "connections", "errors", "lost / corrupted"]
 
 
 def start_servers(
-    upstream: str, args: Any, folder: Path, notes: dict[str, str]
-) -> dict[str, Server]:
-    """Every proxy path asked for; one that will not start is noted and left out."""
+    upstream: str, args: Any, folder: Path, notes: dict[str, str], servers: dict[str, Server]
+) -> None:
+    """Start every proxy path asked for into `servers` (so that each started one can be
+    stopped even if a later one fails); one that will not start is noted and left out."""
     starters = {
-        "embedded": lambda: start_embedded(upstream, args.key, folder),
-        "gunicorn": lambda: start_gunicorn(upstream, args.key, folder, args.workers, args.threads),
+        "embedded": lambda: start_embedded(upstream, args.key, folder, args.tree),
+        "gunicorn": lambda: start_gunicorn(
+            upstream, args.key, folder, args.workers, args.threads, args.tree
+        ),
         "litellm": lambda: start_litellm(upstream, args.key, folder, MODEL, args.litellm_workers),
     }
-    servers = {}
     for path in args.paths:
         if path in starters:
             print(f"starting {path} ...", flush=True)
@@ -210,7 +221,6 @@ def start_servers(
             except Exception as exc:  # a path that cannot run is reported, not fatal
                 notes[path] = f"did not start: {exc}"
                 print(f"  {path} {notes[path]}", flush=True)
-    return servers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
     parser.add_argument("--threads", type=int, default=64, help="gunicorn threads per worker")
     parser.add_argument("--litellm-workers", type=int, default=2, help="LiteLLM's --num_workers")
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        default=ROOT,
+        help="the source tree whose llmchat the proxies run (default: this one); with "
+        "another tree's, the figures are printed, not written",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args(argv)
     if args.quick:
@@ -233,11 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     versions = package_versions("litellm", "gunicorn", "fastapi", "uvicorn", "psutil")
     folder = Path(tempfile.mkdtemp(prefix="llmchat-load-"))
     notes: dict[str, str] = {}
+    # A SIGTERM unwinds through `finally` like Ctrl-C, so no server outlives the bench.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     upstream = start_upstream(folder)
     upstream_url = f"http://127.0.0.1:{upstream.port}/v1"
-    servers = start_servers(upstream_url, args, folder, notes)
+    servers: dict[str, Server] = {}
     results: dict[tuple[str, str, int], Result] = {}
     try:
+        start_servers(upstream_url, args, folder, notes, servers)
         for kind in KINDS:
             for clients in CONCURRENCY:
                 for path in args.paths:
@@ -250,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                         cpu = ms(result.proxy_cpu / result.done, 3)
                     print(
                         f"{kind:<6} {clients:>3} clients {path:<9} "
-                        f"{result.done / max(result.seconds, 1e-9):8,.0f} req/s  "
+                        f"{rate(result.done, result.seconds):>8} req/s  "
                         f"TTFB p50 {ms(result.ttfb(50))} p99 {ms(result.ttfb(99))} ms  "
                         f"proxy CPU {cpu} ms/req  "
                         f"conns {t.connects}  err {t.errors}  lost {t.lost}  bad {t.corrupted}  "
@@ -319,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         table([*HEADER, "deltas / s", *TAIL], rows(results, "stream", labels)),
     ]
-    if not args.no_write:
+    if not args.no_write and args.tree.resolve() == ROOT:
         write_section(BENCHMARKS_MD, SECTION, "\n".join(markdown))
     return 0
 
