@@ -171,6 +171,13 @@ def _parser() -> argparse.ArgumentParser:
         default=256,
         help="connections served at once; more get a 503 (default: 256)",
     )
+    proxy.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=15.0,
+        help="seconds a kept-alive connection may wait for its next request (default: 15; "
+        "set it above a load balancer's idle timeout)",
+    )
     proxy.set_defaults(run=_run_proxy)
     return parser
 
@@ -397,7 +404,13 @@ def _run_proxy(args: argparse.Namespace) -> int:
         api_key=_env_key(args.proxy_key_env),
         max_body_bytes=args.max_body_bytes,
     )
-    server = make_server(app, args.host, args.port, max_connections=args.max_connections)
+    server = make_server(
+        app,
+        args.host,
+        args.port,
+        max_connections=args.max_connections,
+        idle_timeout=args.idle_timeout,
+    )
     print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
     try:
         server.serve_forever()

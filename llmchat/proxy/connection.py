@@ -193,7 +193,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         self.log_request(exchange.code, exchange.sent_bytes)
 
     def _environ(self, body: RequestBody, length: int | None) -> dict[str, Any]:
-        host, port = self.server.server_address[:2]
+        address: Any = self.server.server_address
         return request_environ(
             method=self.command,
             target=self.path,
@@ -201,7 +201,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             headers=self.headers,
             body=body,
             content_length=length,
-            server=(str(getattr(self.server, "server_name", host)), int(port)),
+            server=(str(getattr(self.server, "server_name", address[0])), int(address[1])),
             client=(str(self.client_address[0]), int(self.client_address[1])),
             extra={"llmchat.client_socket": self.connection},
         )

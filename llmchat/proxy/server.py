@@ -124,7 +124,7 @@ class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
         super().shutdown()
 
     def server_close(self) -> None:
-        """Stop listening and end the idle kept-alive connections (busy ones end after their answer)."""
+        """Stop listening and end the idle kept-alive connections (busy ones after their answer)."""
         super().server_close()
         with self._gate:
             self._closed = True

@@ -18,7 +18,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable
-from http.client import HTTPMessage
+from email.message import Message
 from typing import Any
 from urllib.parse import unquote
 from wsgiref.util import is_hop_by_hop
@@ -49,7 +49,7 @@ def request_environ(
     method: str,
     target: str,
     version: str,
-    headers: HTTPMessage,
+    headers: Message,
     body: RequestBody,
     content_length: int | None,
     server: tuple[str, int],
@@ -142,7 +142,9 @@ class WSGIExchange:
         if not isinstance(status, str) or not _STATUS.fullmatch(status):
             raise ValueError(f"status must be a str like '200 OK', got {status!r}")
         for pair in headers:
-            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            if not (
+                isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+            ):
                 raise TypeError(f"headers must be (str, str) pairs, got {pair!r}")
             if is_hop_by_hop(pair[0]):
                 raise ValueError(f"the app may not set the hop-by-hop header {pair[0]!r}")
