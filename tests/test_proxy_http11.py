@@ -11,7 +11,7 @@ import contextlib
 import http.client
 import io
 import json
-import select
+import selectors
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -541,8 +541,10 @@ def test_at_the_cap_an_idle_kept_alive_connection_makes_room(upstream: ScriptedS
         assert answer.status == 200 and json.loads(body) == {"status": "ok"}
         # One idle connection went (the longest idle: which one that is depends on
         # when each thread got back to waiting), rather than the newcomer refused.
-        ready, _, _ = select.select([raw.sock for raw in idle], [], [], WAIT)
-        [gone] = [raw for raw in idle if raw.sock in ready]
+        with selectors.DefaultSelector() as watch:
+            for raw in idle:
+                watch.register(raw.sock, selectors.EVENT_READ, raw)
+            [gone] = [key.data for key, _ in watch.select(WAIT)]
         assert gone.ended()
         [kept] = [raw for raw in idle if raw is not gone]
         kept.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
