@@ -178,10 +178,27 @@ def _parser() -> argparse.ArgumentParser:
         default=256,
         help="connections served at once; more get a 503 (default: 256)",
     )
+    proxy.add_argument(
+        "--keep-alive",
+        type=_seconds,
+        default=75.0,
+        help="seconds a kept-alive client connection may wait for its next request; keep it "
+        "above a load balancer's idle timeout (default: 75; 0: close after each answer)",
+    )
     add_worker_options(proxy)
     proxy.set_defaults(run=_run_proxy)
     add_usage_parser(commands)
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 and finite, got {text!r}")
+    return value
 
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -395,7 +412,13 @@ def _run_proxy(args: argparse.Namespace) -> int:
     if wants_workers(args):
         return serve_workers(args, lambda: _proxy_app(args))
     app, upstream = _proxy_app(args)
-    server = make_server(app, args.host, args.port, max_connections=args.max_connections)
+    server = make_server(
+        app,
+        args.host,
+        args.port,
+        max_connections=args.max_connections,
+        idle_timeout=args.keep_alive,
+    )
     print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
     try:
         server.serve_forever()

@@ -7,6 +7,7 @@ Kept apart from `llmchat.proxy` so the command line does not import the proxy
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -38,13 +39,6 @@ def add_worker_options(parser: argparse.ArgumentParser) -> None:
         "(default with --workers: 32)",
     )
     group.add_argument(
-        "--keep-alive",
-        type=_at_least(0),
-        default=75,
-        help="seconds an idle connection stays open; keep it above your load balancer's "
-        "idle timeout (default: 75; 0: close after each answer)",
-    )
-    group.add_argument(
         "--graceful-timeout",
         type=_at_least(1),
         default=30,
@@ -71,7 +65,7 @@ def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]
     options = WorkerOptions(
         workers=args.workers or 1,
         threads=args.threads or 32,
-        keepalive=args.keep_alive,
+        keepalive=math.ceil(args.keep_alive),  # gunicorn takes whole seconds
         graceful_timeout=args.graceful_timeout,
         max_connections=args.max_connections,
     )

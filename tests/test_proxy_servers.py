@@ -173,16 +173,8 @@ def test_one_connection_carries_many_requests(
     server: str,
     upstream: ScriptedServer,
     tmp_path: Path,
-    request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ):
-    if server == "embedded":
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="the embedded server speaks HTTP/1.0 until issue 17 item 1 lands",
-                strict=True,
-            )
-        )
     connects: list[int] = []
     connect = urllib3.connection.HTTPConnection.connect
 

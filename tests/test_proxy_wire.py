@@ -60,8 +60,7 @@ def test_the_upstream_really_compresses(upstream: ScriptedServer) -> None:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_ollama_chat_over_gzip(backend: OpenAICommon, stream: bool) -> None:
-    with running_proxy(backend) as url:
-        client = ollama.Client(host=url, timeout=WAIT)
+    with running_proxy(backend) as url, ollama.Client(host=url, timeout=WAIT) as client:
         if stream:
             parts = list(client.chat(model="m", messages=MESSAGES, stream=True))
             assert "".join(p.message.content for p in parts) == TEXT and parts[-1].done
@@ -72,8 +71,10 @@ def test_ollama_chat_over_gzip(backend: OpenAICommon, stream: bool) -> None:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_anthropic_messages_over_gzip(backend: OpenAICommon, stream: bool) -> None:
-    with running_proxy(backend) as url:
-        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0, timeout=WAIT)
+    with (
+        running_proxy(backend) as url,
+        anthropic.Anthropic(base_url=url, api_key="k", max_retries=0, timeout=WAIT) as client,
+    ):
         if stream:
             with client.messages.stream(model="m", max_tokens=64, messages=MESSAGES) as s:
                 text = "".join(s.text_stream)

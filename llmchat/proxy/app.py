@@ -265,7 +265,7 @@ class ProxyApp:
                 # This server hands over the raw socket (wsgiref does): reading
                 # would wait for an end that only the client's hang-up brings.
                 raise _ClientError(411, "Send the body with a Content-Length", "invalid_request")
-            data = stream.read(self.max_body_bytes + 1)
+            data = self._read_body(stream, self.max_body_bytes + 1)
             if len(data) > self.max_body_bytes:
                 raise _ClientError(413, self._too_large(), "too_large")
         else:

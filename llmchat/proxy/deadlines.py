@@ -47,7 +47,10 @@ class DeadlineReader(io.RawIOBase):
 
     It starts in the idle phase (`idle` seconds for the first byte); the first
     byte starts the `headers` deadline; `arm(seconds)` starts the next phase
-    (the body). A `None` limit means none. Past the deadline a read raises
+    (the body); `expect_request` goes back to idle for the connection's next
+    request. (Bytes of a pipelined request already buffered above this reader
+    arrive without a read here, so its header deadline may start late, by at
+    most the idle one.) A `None` limit means none. Past the deadline a read raises
     `TimeoutError`. Once the body has been read nobody reads, so a response
     streamed for hours is never cut by these deadlines.
     """
@@ -56,6 +59,11 @@ class DeadlineReader(io.RawIOBase):
         super().__init__()
         self._sock = sock
         self._headers = headers
+        self._first_byte = True
+        self._deadline = _deadline_in(idle)
+
+    def expect_request(self, idle: float | None) -> None:
+        """Back to the idle phase, for the next request on a kept-alive connection."""
         self._first_byte = True
         self._deadline = _deadline_in(idle)
 
@@ -93,7 +101,7 @@ class StallWriter(io.BufferedIOBase):
 
     A client that stops reading a stream would otherwise hold its thread and
     descriptor for as long as it keeps the connection open. Gives up with
-    `ConnectionAbortedError`, which `wsgiref` treats like a hang-up (quietly).
+    `ConnectionAbortedError`, which the server treats like a hang-up (quietly).
     The limit is on a stalled write, not the whole response: a stream the
     client keeps reading may last as long as it likes.
     """

@@ -21,9 +21,11 @@ class ServerLimits:
     backlog: int = 128
     """The listen queue length passed to ``listen()``."""
     max_connections: int = 256
-    """Connections served at once; the next ones get a 503 in their face's shape."""
+    """Connections open at once, idle kept-alive ones included; then the longest-idle
+    one is closed to make room, or else new ones get a 503 in their face's shape."""
     idle_timeout: float | None = 15.0
-    """From accept to the request's first byte."""
+    """From accept, or from the end of the previous answer on a kept-alive
+    connection, to the request's first byte."""
     header_timeout: float | None = 10.0
     """From the first byte to the end of the request line and headers."""
     body_timeout: float | None = 60.0

@@ -1,16 +1,19 @@
-"""A small threaded WSGI server for the proxy, from the standard library.
+"""A small threaded HTTP/1.1 WSGI server for the proxy, from the standard library.
 
-`wsgiref` writes every chunk the app yields straight to the socket (no output
-buffering), which streaming needs. This adds a thread per connection, quiet
-handling of clients that hang up, and the client socket in the environ
-(``llmchat.client_socket``) so the app can notice a hang-up during prefill.
+Each connection gets a thread (`connection.ConnectionHandler`) that serves
+its requests in turn, kept alive between them; every piece the app yields is
+written at once (chunked to HTTP/1.1 clients), which streaming needs; the
+client socket is in the environ (``llmchat.client_socket``) so the app can
+notice a hang-up during prefill.
 
 It also refuses to be held hostage (see `ServerLimits`): total deadlines for
-the idle connection, the request line and headers, and the body; a cap on
-connections served at once, beyond which a few threads answer a 503 in the
-face's shape and the rest are closed at once; an accept loop that backs off
-instead of spinning when the process is out of descriptors; and the errors
-`http.server` answers itself (400, 414, 431) as JSON in the face's shape.
+the idle wait before each request, the request line and headers, and the
+body; a send timeout; a cap on connections served at once — beyond which an
+idle kept-alive connection is closed to make room, or else a few threads
+answer a 503 in the face's shape and the rest are closed at once; an accept
+loop that backs off instead of spinning when the process is out of
+descriptors; and the errors `http.server` answers itself (400, 414, 431) as
+JSON in the face's shape.
 
 For production, any WSGI server that does not buffer responses works the same
 way; see the README (gunicorn's ``gthread`` workers, which also pass the socket).
@@ -26,16 +29,16 @@ import socket
 import socketserver
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable
+from http.server import HTTPServer
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from .. import wire_json
-from .deadlines import DeadlineReader, StallWriter, drain, wait_for
+from .connection import ConnectionHandler, error_response, linger_seconds
+from .deadlines import DeadlineReader, StallWriter, drain
 from .limits import ServerLimits
-from .shapes import error_body, face_of_request_line, overloaded_body
+from .shapes import face_of_request_line, overloaded_body
 
-__all__ = ["ProxyServer", "ServerLimits", "make_server"]
+__all__ = ["ProxyServer", "ServerLimits", "error_response", "make_server"]
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -47,92 +50,21 @@ _BACKOFF_MAX = 0.5
 # face's shape; connections beyond them are closed unanswered, so a flood costs
 # a bounded number of threads.
 _REJECTERS = 8
-_LINGER_SECONDS = 2.0  # also what an over-cap client gets to send its request line
 _DRAIN_BYTES = 65536
 _REFUSAL_LOG_SECONDS = 60.0
-_REQUEST_LINE_MAX = 65537  # what wsgiref reads; more is a 414
+_REQUEST_LINE_MAX = 65537  # what the handler reads; more is a 414
 
 
-def error_response(
-    status: int,
-    reason: str,
-    body: object,
-    *,
-    head_only: bool = False,
-    extra: Iterable[str] = (),
-) -> bytes:
-    """A whole HTTP/1.0 error answer with a JSON `body` that closes the connection."""
-    data = wire_json.encode_data(body)
-    lines = [
-        f"HTTP/1.0 {status} {reason}",
-        "Content-Type: application/json",
-        f"Content-Length: {len(data)}",
-        "Connection: close",
-        *extra,
-    ]
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head if head_only else head + data
+class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
+    """An HTTP/1.1 WSGI server with a daemon thread per connection, under `limits`.
 
-
-class _Handler(WSGIRequestHandler):
-    """One connection, one request (as `wsgiref`'s), read under the server's deadlines."""
-
-    def setup(self) -> None:
-        self.connection = self.request
-        limits = self._limits()
-        self._reader = DeadlineReader(
-            self.connection, idle=limits.idle_timeout, headers=limits.header_timeout
-        )
-        self.rfile = io.BufferedReader(self._reader)
-        self.wfile = StallWriter(self.connection, stall=limits.send_timeout)
-
-    def _limits(self) -> ServerLimits:
-        server = self.server
-        return server.limits if isinstance(server, ProxyServer) else ServerLimits()
-
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except TimeoutError:
-            # Idle, or a request line and headers too slow: nobody to answer, as with a hang-up.
-            log.debug("%s sent no whole request in time; closed", self.address_string())
-
-    def get_environ(self) -> dict[str, Any]:
-        # wsgiref asks for the environ once the headers are in: the body's deadline starts.
-        self._reader.arm(self._limits().body_timeout)
-        environ = super().get_environ()
-        environ["llmchat.client_socket"] = self.connection
-        return environ
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """`http.server`'s own errors (400, 414, 431, ...) as JSON in the face of the path."""
-        short, long = self.responses.get(code, ("Error", "Error"))
-        text = (message or long)[:200]
-        self.log_error("code %d, message %s", code, text)
-        self.close_connection = True
-        face = face_of_request_line(getattr(self, "raw_requestline", b""))
-        head_only = getattr(self, "command", "") == "HEAD" or code in (204, 304) or code < 200
-        self.wfile.write(
-            error_response(code, short, error_body(face, code, text), head_only=head_only)
-        )
-
-    def finish(self) -> None:
-        super().finish()
-        if wait_for(self.connection, write=False, timeout=0):
-            # Bytes the app never read (a refused body, the rest of a 414's line):
-            # half-close so the answer ends, then drain them, or close() sends a reset.
-            try:
-                self.connection.shutdown(socket.SHUT_WR)
-            except OSError:
-                return
-            drain(self.connection, seconds=_linger_seconds(self._limits()), limit=_DRAIN_BYTES)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.info("%s %s", self.address_string(), format % args)
-
-
-class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
-    """`WSGIServer` with a daemon thread per connection, under `limits`."""
+    A connection counts against `max_connections` for as long as it is open,
+    idle between requests included: each holds a thread and a descriptor,
+    which is what the cap protects. But an idle one is the first to go: at
+    the cap, a new connection ends the longest-idle kept-alive connection
+    (whose client reconnects, as after any idle close) rather than being
+    refused, so idle pools cannot lock new clients out.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
@@ -140,7 +72,7 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
     def __init__(
         self,
         server_address: tuple[str, int],
-        handler: type[WSGIRequestHandler] = _Handler,
+        handler: type[ConnectionHandler] = ConnectionHandler,
         bind_and_activate: bool = True,
         *,
         limits: ServerLimits | None = None,
@@ -154,7 +86,17 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
         self._refusals_told = -math.inf
         self._stopping = threading.Event()
         self._backoff = 0.0
+        # Connections waiting for their next request, the longest idle first.
+        self._idle: dict[socket.socket, None] = {}
+        self._closed = False
+        self.application: Callable[..., Any] | None = None
         super().__init__(server_address, handler, bind_and_activate)
+
+    def set_app(self, application: Callable[..., Any]) -> None:
+        self.application = application
+
+    def get_app(self) -> Callable[..., Any] | None:
+        return self.application
 
     @property
     def url(self) -> str:
@@ -163,7 +105,7 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
 
     @property
     def connections(self) -> int:
-        """Connections being served now (not counting those being refused)."""
+        """Connections open now, idle kept-alive ones included (not counting those refused)."""
         with self._gate:
             return self._serving
 
@@ -180,6 +122,29 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
     def shutdown(self) -> None:
         self._stopping.set()  # cuts an accept back-off short
         super().shutdown()
+
+    def server_close(self) -> None:
+        """Stop listening and end the idle kept-alive connections (busy ones after their answer)."""
+        super().server_close()
+        with self._gate:
+            self._closed = True
+            idle, self._idle = list(self._idle), {}
+        for sock in idle:
+            _end(sock)
+
+    # -- idle kept-alive connections -------------------------------------------
+
+    def idle_begin(self, sock: socket.socket) -> bool:
+        """`sock` waits for its next request; `False` when the server is closed (end it)."""
+        with self._gate:
+            if self._closed:
+                return False
+            self._idle[sock] = None
+            return True
+
+    def idle_end(self, sock: socket.socket) -> None:
+        with self._gate:
+            self._idle.pop(sock, None)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         try:
@@ -238,6 +203,13 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
             if self._serving < self.limits.max_connections:
                 self._serving += 1
                 return "serve"
+            if self._idle:
+                # Its thread leaves at once; until then the count is over by one.
+                oldest = next(iter(self._idle))
+                del self._idle[oldest]
+                _end(oldest)
+                self._serving += 1
+                return "serve"
             self._tell_refusal()
             if self._rejecting < _REJECTERS:
                 self._rejecting += 1
@@ -274,7 +246,7 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
 
     def _answer_overloaded(self, sock: socket.socket) -> None:
         """Read the request line (to know the face), answer 503, let the client finish sending."""
-        seconds = _linger_seconds(self.limits)
+        seconds = linger_seconds(self.limits)
         reader = DeadlineReader(sock, idle=seconds, headers=seconds)
         reader.arm(seconds)  # one deadline from accept, not one per phase
         buffered = io.BufferedReader(reader)
@@ -290,10 +262,12 @@ class ProxyServer(socketserver.ThreadingMixIn, WSGIServer):
         drain(sock, seconds=seconds, limit=_DRAIN_BYTES)  # or close() would reset the 503
 
 
-def _linger_seconds(limits: ServerLimits) -> float:
-    """How long a closing connection may keep sending bytes nobody will read."""
-    given = (limits.idle_timeout, limits.header_timeout)
-    return min(_LINGER_SECONDS, *(t for t in given if t is not None))
+def _end(sock: socket.socket) -> None:
+    """Wake the thread waiting on `sock` with an end of file, and tell the client it is over."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already gone
 
 
 def make_server(
@@ -310,12 +284,19 @@ def make_server(
 ) -> ProxyServer:
     """Bind `app` to `host:port` (port 0 picks a free one); call `serve_forever()` on it.
 
+    It speaks HTTP/1.1: connections are kept alive between requests, streamed
+    answers go chunked to HTTP/1.1 clients (close-delimited to HTTP/1.0 ones),
+    chunked request bodies are read.
+
     The keyword arguments are `ServerLimits`' (seconds; `None` for no limit):
-    `idle_timeout` to the first byte, `header_timeout` for the request line
-    and headers, `body_timeout` for the body, each a total, not a gap between
-    reads; `send_timeout` for one write to a client that reads nothing.
-    Over `max_connections`, clients get a 503 in their face's shape. Raises
-    `TypeError`/`ValueError` naming a bad argument, before binding.
+    `idle_timeout` to each request's first byte (from accept, or from the end
+    of the previous answer on a kept-alive connection), `header_timeout` for
+    the request line and headers, `body_timeout` for the body, each a total,
+    not a gap between reads; `send_timeout` for one write to a client that
+    reads nothing. Over `max_connections`, the longest-idle kept-alive
+    connection is closed to make room, or else clients get a 503 in their
+    face's shape. Raises `TypeError`/`ValueError` naming a bad argument,
+    before binding.
     """
     limits = ServerLimits(
         backlog=backlog,
@@ -325,6 +306,6 @@ def make_server(
         body_timeout=body_timeout,
         send_timeout=send_timeout,
     )
-    server = ProxyServer((host, port), _Handler, limits=limits)
+    server = ProxyServer((host, port), ConnectionHandler, limits=limits)
     server.set_app(app)
     return server
