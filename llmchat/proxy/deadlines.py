@@ -118,12 +118,15 @@ class StallWriter(io.BufferedIOBase):
         view = memoryview(data).cast("B")
         sent = 0
         while sent < len(view):
-            if not wait_for(self._sock, write=True, timeout=self._stall):
-                raise ConnectionAbortedError("the client stopped reading the response")
+            # Send first and wait only when the kernel has no room: a client that
+            # keeps up costs one syscall per write, not a poll and a send.
             try:
                 sent += self._sock.send(view[sent:], _DONTWAIT)
-            except (BlockingIOError, InterruptedError):
                 continue
+            except (BlockingIOError, InterruptedError):
+                pass
+            if not wait_for(self._sock, write=True, timeout=self._stall):
+                raise ConnectionAbortedError("the client stopped reading the response")
         return sent
 
 
