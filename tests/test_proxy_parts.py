@@ -803,7 +803,7 @@ def test_stop_without_hangup_is_prompt_and_silent() -> None:
     ours, theirs = socket.socketpair()
     counter = _Counter()
     watch = HangupWatch(ours, counter).start()
-    assert watch._thread is not None and watch._thread.is_alive()
+    assert watch.watching
     stopper = threading.Thread(target=watch.stop)
     stopper.start()
     stopper.join(WAIT)
@@ -818,14 +818,14 @@ def test_no_socket_no_thread() -> None:
     before = _watch_threads()
     counter = _Counter()
     watch = HangupWatch(None, counter).start()
-    assert watch._thread is None and _watch_threads() == before
+    assert not watch.watching and watch.ended.is_set() and _watch_threads() == before
     watch.stop()
 
     closed, other = socket.socketpair()
     closed.close()
     other.close()
     watch = HangupWatch(closed, counter).start()
-    assert watch._thread is None and _watch_threads() == before
+    assert not watch.watching and _watch_threads() == before
     watch.stop()
     assert counter.calls == 0
 
@@ -834,12 +834,11 @@ def test_pipelined_data_is_not_a_hangup() -> None:
     ours, theirs = socket.socketpair()
     counter = _Counter()
     watch = HangupWatch(ours, counter).start()
-    thread = watch._thread
-    assert thread is not None
+    assert watch.watching
     try:
         theirs.sendall(b"GET /health HTTP/1.1\r\n\r\n")
-        thread.join(WAIT)  # the watcher leaves once it sees data it must not consume
-        assert not thread.is_alive()
+        # The watcher lets go once it sees data it must not consume.
+        assert watch.ended.wait(WAIT) and not watch.watching
         assert not watch.hung_up.is_set()
         assert counter.calls == 0
         # Only peeked at: the next request is still there for the server to read.
@@ -863,10 +862,56 @@ def test_raising_hangup_callback_is_logged(caplog: pytest.LogCaptureFixture) -> 
         watch = HangupWatch(ours, boom).start()
         theirs.close()
         assert called.wait(WAIT)
-        watch.stop()  # joins the watcher, so its log record is in
+        watch.stop()  # waits for a callback under way, so its log record is in
     ours.close()
     assert watch.hung_up.is_set()
     assert any("hang-up callback raised" in r.getMessage() for r in caplog.records)
+
+
+def test_every_watch_shares_one_thread_and_fires_only_for_its_own_socket() -> None:
+    pairs = [socket.socketpair() for _ in range(20)]
+    counters = [_Counter() for _ in pairs]
+    watches = [HangupWatch(ours, c).start() for (ours, _), c in zip(pairs, counters, strict=True)]
+    try:
+        assert _watch_threads() == 1
+        for _, theirs in pairs[::2]:
+            theirs.close()
+        for counter in counters[::2]:
+            assert counter.called.wait(WAIT)
+        for watch in watches[::2]:
+            assert watch.ended.wait(WAIT)
+        assert all(w.watching and not w.hung_up.is_set() for w in watches[1::2])
+    finally:
+        for watch in watches:
+            watch.stop()
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
+    assert [c.calls for c in counters] == [1, 0] * 10
+
+
+def test_a_socket_closed_while_watched_does_not_block_its_descriptors_next_owner() -> None:
+    ours, theirs = socket.socketpair()
+    forgotten = HangupWatch(ours, _Counter()).start()
+    number = ours.fileno()
+    ours.close()  # closed without stop(): its registration is stale
+    theirs.close()
+    reused = [socket.socketpair() for _ in range(4)]
+    mine = next(((a, b) for a, b in reused if a.fileno() == number), None)
+    try:
+        # POSIX hands out the lowest free descriptor number: the closed one.
+        assert mine is not None, (number, [a.fileno() for a, _ in reused])
+        counter = _Counter()
+        watch = HangupWatch(mine[0], counter).start()
+        assert watch.watching
+        mine[1].close()
+        assert counter.called.wait(WAIT) and watch.hung_up.is_set()
+        watch.stop()
+    finally:
+        forgotten.stop()
+        for a, b in reused:
+            a.close()
+            b.close()
 
 
 @pytest.mark.parametrize(
