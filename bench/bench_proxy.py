@@ -375,7 +375,7 @@ class ProfiledApp:
     cProfile and `time.thread_time` see only their own thread; the proxy serves
     each connection in its own thread, so both start there, at the app call,
     and stop when the server closes the body: they cover routing, the face's
-    translation and `wsgiref` writing every piece.
+    translation and the server writing every piece.
     """
 
     def __init__(self, app: Any) -> None:
@@ -753,21 +753,20 @@ def main(argv: list[str] | None = None) -> int:
         "",
         table(short_header, short_rows),
         "",
-        "The proxy's `make_server` is `wsgiref` with a thread per connection, speaking "
-        "HTTP/1.0: every response closes its connection, so each request through the "
-        "proxy also pays a TCP connect, a new handler thread and a new connection in the "
-        "client's pool. Behind the proxy, the upstream connection is llmchat's pooled "
-        "keep-alive one.",
+        "The proxy's `make_server` speaks HTTP/1.1 with keep-alive (a thread per "
+        "connection, not per request): a client that pools, as all of these do, pays "
+        "its TCP connect and handler thread once. Behind the proxy, the upstream "
+        "connection is llmchat's pooled keep-alive one.",
         "",
         "### Where the proxy's time goes",
         "",
         "The proxy's handler thread, its CPU time alone (`time.thread_time()` from the app "
         "call to the body's `close()`, measured by a WSGI middleware in the thread that "
         f"serves the request; best of {args.cpu_streams} streams per face, read by the raw "
-        "readers, unprofiled). It covers routing, the face's translation and `wsgiref` "
-        "writing every piece; the upstream Response's reader thread (llmchat's own "
-        "streaming client, the `llmchat direct` row's work) runs beside it and is not in "
-        "these figures:",
+        "readers, unprofiled). It covers routing, the face's translation and the server "
+        "writing every piece, and (since the iterating thread does its own stream's "
+        "reads) most of the upstream reading too; the upstream Response's reader "
+        "thread takes only what comes after the finish chunk:",
         "",
         table(["face", "handler CPU µs / delta", "x raw floor's whole stream"], cpu_rows),
         "",
@@ -785,9 +784,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{stages['json.dumps']:,.1f}) and the per-line `created_at` timestamp "
         f"(date formatted once per second) {stages['now']:,.1f} µs. `AnthropicStream.delta` "
         f"({stages['anthropic delta']:,.1f} µs) pays the same encoder but no timestamp. "
-        "Then every translated piece is its own write: `wsgiref` sends each yielded "
-        "bytes object at once (one `sendall` per delta, unbuffered, as streaming needs), "
-        "and in the profile `sendall` is the largest single entry — mostly not the "
+        "Then every translated piece is its own write: the server sends each yielded "
+        "bytes object at once as one HTTP chunk (unbuffered, as streaming needs), "
+        "and in the profile the send is the largest single entry — mostly not the "
         "syscall but waiting to take the GIL back after it, since upstream server, "
         "llmchat's reader thread, proxy thread and client all share one interpreter "
         "here. With the client in another process, as in a real deployment, part of "
