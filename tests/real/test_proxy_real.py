@@ -71,12 +71,28 @@ def _direct(server: LlamaServer, messages: list[dict[str, Any]], max_tokens: int
     return response
 
 
+# The proxy keeps connections alive, so a client left open holds a socket until it is
+# collected (a ResourceWarning, an error in this suite): every test closes its own.
+_CLIENTS: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
+
+
 def _ollama(url: str) -> Any:
-    return ollama.Client(host=url, timeout=WAIT)
+    client = ollama.Client(host=url, timeout=WAIT)
+    _CLIENTS.append(client)
+    return client
 
 
 def _anthropic(url: str) -> Any:
-    return anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=WAIT)
+    client = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=WAIT)
+    _CLIENTS.append(client)
+    return client
 
 
 def _predicted(server: LlamaServer) -> float:
