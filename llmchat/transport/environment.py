@@ -26,6 +26,8 @@ from typing import Any, Final, cast
 import requests
 from requests import sessions, utils
 
+from .prepare import prepare
+
 __all__ = ["environment_proxies", "send"]
 
 _merge = cast("Callable[[Any, Any], Any]", sessions.merge_setting)
@@ -52,9 +54,7 @@ def send(
         return session.request(
             method, url, headers=dict(headers), data=data, stream=True, timeout=timeout
         )
-    prepared = session.prepare_request(
-        requests.Request(method.upper(), url, headers=dict(headers), data=data or {}, params={})
-    )
+    prepared = prepare(session, method, url, headers, data)
     proxies: dict[str, str] = {}
     verify: Any = None
     if session.trust_env:
