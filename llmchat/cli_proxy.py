@@ -1,0 +1,137 @@
+"""`llmchat proxy`: its options, and serving the app on the embedded server or under gunicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from .cli_workers import add_worker_options, serve_workers, wants_workers
+from .errors import LLMChatError
+
+__all__ = ["add_parser"]
+
+
+def add_parser(commands: Any) -> None:
+    """Add the `proxy` subcommand to `commands` (an argparse subparsers object)."""
+    proxy = commands.add_parser(
+        "proxy",
+        help="serve Ollama, Anthropic and OpenAI clients over an OpenAI-compatible upstream",
+        description=(
+            "Serve /api/chat, /api/generate, /api/tags (Ollama), /v1/messages (Anthropic) "
+            "and /v1/chat/completions (relayed) over the upstream server. The upstream key "
+            "comes from --api-key-env; clients must present $LLMCHAT_PROXY_KEY when it is set."
+        ),
+    )
+    proxy.add_argument(
+        "--upstream",
+        default=os.environ.get("LLMCHAT_API_URL"),
+        help="the upstream's OpenAI base URL, e.g. http://127.0.0.1:8080/v1 "
+        "(default: $LLMCHAT_API_URL)",
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    proxy.add_argument("--port", type=int, default=11434, help="port (default: 11434, Ollama's)")
+    proxy.add_argument(
+        "--model",
+        default=os.environ.get("LLMCHAT_MODEL"),
+        help="the upstream model the Ollama and Anthropic faces use whatever clients name "
+        "(default: $LLMCHAT_MODEL; unset: the client's model name is passed on; the OpenAI "
+        "relay always passes the client's body on as sent)",
+    )
+    proxy.add_argument(
+        "--api-key-env",
+        default="LLMCHAT_API_KEY",
+        help="environment variable holding the upstream's API key (default: LLMCHAT_API_KEY)",
+    )
+    proxy.add_argument(
+        "--proxy-key-env",
+        default="LLMCHAT_PROXY_KEY",
+        help="environment variable holding the key clients must send (default: "
+        "LLMCHAT_PROXY_KEY; unset or empty: no key check)",
+    )
+    proxy.add_argument("--usage-log", help="append one JSON line per request to this file")
+    proxy.add_argument(
+        "--usage-db",
+        help="record one row per request in this SQLite file or postgresql:// URL "
+        "(read it with `llmchat usage --db`)",
+    )
+    proxy.add_argument(
+        "--max-body-bytes", type=int, default=10_000_000, help="largest request body accepted"
+    )
+    proxy.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        help="connections served at once; more get a 503 (default: 256)",
+    )
+    proxy.add_argument(
+        "--keep-alive",
+        type=_seconds,
+        default=75.0,
+        help="seconds a kept-alive client connection may wait for its next request; keep it "
+        "above a load balancer's idle timeout (default: 75; 0: close after each answer)",
+    )
+    add_worker_options(proxy)
+    proxy.set_defaults(run=_run_proxy)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 and finite, got {text!r}")
+    return value
+
+
+def _run_proxy(args: argparse.Namespace) -> int:
+    from .proxy import make_server
+
+    if not args.upstream:
+        raise LLMChatError("no upstream: pass --upstream or set LLMCHAT_API_URL")
+    if wants_workers(args):
+        return serve_workers(args, lambda: _proxy_app(args))
+    app, upstream = _proxy_app(args)
+    server = make_server(
+        app,
+        args.host,
+        args.port,
+        max_connections=args.max_connections,
+        idle_timeout=args.keep_alive,
+    )
+    print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        app.close()
+        upstream.close()
+    return 0
+
+
+def _proxy_app(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The proxy app and its upstream as `args` say (under gunicorn, once per worker)."""
+    from .backends.openai_common import OpenAICommon
+    from .cli import _env_key
+    from .proxy import make_app
+    from .transport import DEFAULT_POOL_SIZE
+
+    upstream = OpenAICommon(
+        args.upstream,
+        api_key=_env_key(args.api_key_env),
+        model=args.model,
+        # Every connection the server admits may hold one upstream connection.
+        pool_size=max(DEFAULT_POOL_SIZE, args.max_connections),
+    )
+    app = make_app(
+        upstream,
+        usage_log=args.usage_log,
+        api_key=_env_key(args.proxy_key_env),
+        max_body_bytes=args.max_body_bytes,
+        usage_db=args.usage_db,
+    )
+    return app, upstream
