@@ -18,8 +18,10 @@ import pytest
 
 from llmchat import OpenAICommon, Response, Settings
 from llmchat.backends import _baton
-from llmchat.testing import Drop, Reply, ScriptedServer, Stall, WaitFor, Write
-from llmchat.transport import Exchange, RequestsTransport, Transport, TransportResponse
+from llmchat.testing import Drop, Reply, ScriptedServer, Stall, Step, WaitFor, Write
+from llmchat.transport import TransportResponse
+
+from .transport_support import WrappingTransport
 
 HI = [{"role": "user", "content": "Hi"}]
 WAIT = 10.0
@@ -45,7 +47,7 @@ USAGE = frame(choices=[], usage={"prompt_tokens": 3, "completion_tokens": 4, "to
 DONE = b"data: [DONE]\n\n"
 
 
-class Reads(Transport):
+class Reads(WrappingTransport):
     """The real transport; notes which thread did each body read.
 
     `hold(n)` makes the consumer thread's n-th read (counted over all threads)
@@ -53,36 +55,14 @@ class Reads(Transport):
     """
 
     def __init__(self) -> None:
-        self._inner = RequestsTransport()
+        super().__init__()
         self.log: list[tuple[threading.Thread, bytes]] = []
         self.in_read = threading.Event()
         self.hold_at: int | None = None
         self.interrupt_at: int | None = None
 
-    def open(
-        self,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        data: bytes | None,
-        exchange: Exchange,
-        *,
-        connect_timeout: float | None,
-        read_timeout: float | None,
-    ) -> TransportResponse:
-        inner = self._inner.open(
-            method,
-            url,
-            headers,
-            data,
-            exchange,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-        )
-        return _Body(inner, self)
-
-    def close(self) -> None:
-        self._inner.close()
+    def wrap(self, body: TransportResponse) -> TransportResponse:
+        return _Body(body, self)
 
     @property
     def threads(self) -> list[threading.Thread]:
@@ -135,6 +115,15 @@ def paced(words: list[str], gates: list[threading.Event], *, tail: bool = True) 
     if tail:
         steps += [Write(finish_frame()), Write(USAGE), Write(DONE)]
     return Reply(steps=steps, framing="chunked", headers={"Content-Type": "text/event-stream"})
+
+
+def hel_then(end: Step) -> Reply:
+    """A stream whose first read is "Hel", then `end` (a stall or a cut)."""
+    return Reply(
+        steps=[Write(frame({"role": "assistant", "content": "Hel"})), end],
+        framing="chunked",
+        headers={"Content-Type": "text/event-stream"},
+    )
 
 
 @pytest.fixture
@@ -282,13 +271,7 @@ def test_an_iterator_left_open_does_not_hold_the_stream(
 def test_cancel_while_the_consumer_is_in_its_own_read(
     server: ScriptedServer, reads: Reads, consumer_reads: None
 ) -> None:
-    server.set_script(
-        Reply(
-            steps=[Write(frame({"role": "assistant", "content": "Hel"})), Stall()],
-            framing="chunked",
-            headers={"Content-Type": "text/event-stream"},
-        )
-    )
+    server.set_script(hel_then(Stall()))
     reads.hold_at = 2
     r = stream(server, reads)
 
@@ -307,13 +290,7 @@ def test_cancel_while_the_consumer_is_in_its_own_read(
 def test_ctrl_c_in_the_consumers_read_cancels_and_propagates(
     server: ScriptedServer, reads: Reads, consumer_reads: None
 ) -> None:
-    server.set_script(
-        Reply(
-            steps=[Write(frame({"role": "assistant", "content": "Hel"})), Stall()],
-            framing="chunked",
-            headers={"Content-Type": "text/event-stream"},
-        )
-    )
+    server.set_script(hel_then(Stall()))
     reads.interrupt_at = 2
     r = stream(server, reads)
     with pytest.raises(KeyboardInterrupt):
@@ -327,14 +304,7 @@ def test_ctrl_c_in_the_consumers_read_cancels_and_propagates(
 def test_a_cut_during_the_consumers_read_is_the_same_failure_as_without_it(
     server: ScriptedServer, reads: Reads
 ) -> None:
-    def cut() -> Reply:
-        return Reply(
-            steps=[Write(frame({"role": "assistant", "content": "Hel"})), Drop()],
-            framing="chunked",
-            headers={"Content-Type": "text/event-stream"},
-        )
-
-    server.set_script([cut(), cut()])
+    server.set_script([hel_then(Drop()), hel_then(Drop())])
     iterated = stream(server, reads)
     texts = [chunk.content for chunk in iterated]
     waited = stream(server, reads).wait(WAIT)

@@ -28,7 +28,9 @@ from llmchat.response import Response
 from llmchat.templates import ChatML
 from llmchat.testing import Reply, ScriptedServer, Step, WaitFor, Write
 from llmchat.testing.script import dumps
-from llmchat.transport import Exchange, RequestsTransport, Transport, TransportResponse
+from llmchat.transport import TransportResponse
+
+from .transport_support import WrappingTransport
 
 HI: Final = [{"role": "user", "content": "Hi"}]
 SETTLE_GUARD: Final = 10.0  # hang guards only: nothing here should take a fraction of it
@@ -137,37 +139,15 @@ def frames(events: list[dict[str, Any]], done: bool = True) -> bytes:
 # -- backends that record their hooks ----------------------------------------------------
 
 
-class ReaderTrackingTransport(Transport):
+class ReaderTrackingTransport(WrappingTransport):
     """The real transport, noting which thread iterates each response body."""
 
     def __init__(self) -> None:
-        self._inner = RequestsTransport()
+        super().__init__()
         self.readers: list[threading.Thread] = []
 
-    def open(
-        self,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        data: bytes | None,
-        exchange: Exchange,
-        *,
-        connect_timeout: float | None,
-        read_timeout: float | None,
-    ) -> TransportResponse:
-        inner = self._inner.open(
-            method,
-            url,
-            headers,
-            data,
-            exchange,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-        )
-        return _TrackedBody(inner, self.readers)
-
-    def close(self) -> None:
-        self._inner.close()
+    def wrap(self, body: TransportResponse) -> TransportResponse:
+        return _TrackedBody(body, self.readers)
 
     def join_readers(self) -> bool:
         """Wait for every thread (but this one) that read a body to end; True if all did."""
