@@ -286,8 +286,23 @@ def test_descriptor_exhaustion_backs_off_and_recovers() -> None:
         ),
         (b"GARBAGE\r\n\r\n", 400, "proxy"),
         (b"GET /api/chat HTTP/x.y\r\n\r\n", 400, "ollama"),
+        (b"GET /api/chat HTTP/2.0\r\n\r\n", 505, "ollama"),
+        (b"GET /api/tags\r\n\r\n", 400, "ollama"),  # HTTP/0.9
+        # An obsolete folded line: a front proxy may read it otherwise (smuggling).
+        (b"POST /v1/messages HTTP/1.1\r\nX-A: 1\r\n  Content-Length: 5\r\n\r\n", 400, "anthropic"),
+        (b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length : 5\r\n\r\n", 400, "openai"),
     ],
-    ids=["414-url", "431-long-header", "431-many-headers", "400-garbage", "400-bad-version"],
+    ids=[
+        "414-url",
+        "431-long-header",
+        "431-many-headers",
+        "400-garbage",
+        "400-bad-version",
+        "505-http2",
+        "400-http09",
+        "400-folded",
+        "400-space-before-colon",
+    ],
 )
 def test_server_errors_are_json_in_the_face_of_the_path(raw: bytes, status: int, face: str) -> None:
     with serving() as server:

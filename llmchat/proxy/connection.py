@@ -22,6 +22,7 @@ from .. import wire_json
 from .deadlines import DeadlineReader, StallWriter, drain, wait_for
 from .limits import ServerLimits
 from .request_body import RequestBody, Unframeable, body_of
+from .request_head import BadHead, RequestHeaders, read_request_headers, request_line
 from .shapes import error_body, face_of_request_line
 from .wsgi_exchange import WSGIExchange, request_environ
 
@@ -92,6 +93,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         self.wfile = StallWriter(self.connection, stall=limits.send_timeout)
         self._served = 0
         self._expect_continue = False
+        self.fields = RequestHeaders([])
 
     def _limits(self) -> ServerLimits:
         limits = getattr(self.server, "limits", None)
@@ -122,9 +124,6 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             return
         if not self.parse_request():
             return
-        if self.request_version < "HTTP/1.0":
-            self.send_error(400, "HTTP/0.9 requests are not supported")
-            return
         self.close_connection = not self._client_keeps_alive()
         self._served += 1
         self._serve()
@@ -147,19 +146,33 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             if end is not None:
                 end(self.connection)
 
+    def parse_request(self) -> bool:
+        """Read the request line and headers (`request_head`); answer and close on bad ones."""
+        self.command, self.request_version = "", "HTTP/0.9"
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        if not self.requestline.strip():
+            return False  # a blank line where the request should be: nothing to answer
+        try:
+            self.command, self.path, self.request_version = request_line(self.requestline)
+            self.fields = read_request_headers(self.rfile)
+        except BadHead as exc:
+            self.send_error(exc.status, str(exc))
+            return False
+        expect = str(self.fields.get("Expect", ""))
+        if expect.lower() == "100-continue" and self.request_version >= "HTTP/1.1":
+            # Not now: `100 Continue` goes out on the app's first read of the body,
+            # so a request refused without reading it (401, 413) is never invited.
+            self._expect_continue = True
+        return True
+
     def _client_keeps_alive(self) -> bool:
         """RFC 9112 §9.3: HTTP/1.1 persists unless ``close``; HTTP/1.0 only with ``keep-alive``."""
-        given = ",".join(self.headers.get_all("Connection") or [])
+        given = ",".join(self.fields.get_all("Connection") or [])
         options = {token.strip().lower() for token in given.split(",")}
         if "close" in options:
             return False
         return self.request_version >= "HTTP/1.1" or "keep-alive" in options
-
-    def handle_expect_100(self) -> bool:
-        # Not now: `100 Continue` goes out on the app's first read of the body,
-        # so a request refused without reading it (401, 413) is never invited.
-        self._expect_continue = True
-        return True
 
     def _invite(self) -> None:
         self.wfile.write(_CONTINUE)
@@ -168,7 +181,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         limits = self._limits()
         try:
             body, length = body_of(
-                self.headers, self.rfile, self._invite if self._expect_continue else None
+                self.fields, self.rfile, self._invite if self._expect_continue else None
             )
         except Unframeable as exc:
             self.send_error(exc.status, str(exc))
@@ -198,7 +211,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             method=self.command,
             target=self.path,
             version=self.request_version,
-            headers=self.headers,
+            headers=self.fields,
             body=body,
             content_length=length,
             server=(str(getattr(self.server, "server_name", address[0])), int(address[1])),

@@ -18,12 +18,12 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable
-from email.message import Message
 from typing import Any
 from urllib.parse import unquote
 from wsgiref.util import is_hop_by_hop
 
 from .request_body import RequestBody
+from .request_head import RequestHeaders
 
 __all__ = ["WSGIExchange", "request_environ"]
 
@@ -49,7 +49,7 @@ def request_environ(
     method: str,
     target: str,
     version: str,
-    headers: Message,
+    headers: RequestHeaders,
     body: RequestBody,
     content_length: int | None,
     server: tuple[str, int],

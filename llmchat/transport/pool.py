@@ -26,6 +26,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .exchange import _attach_to_current, _current
+from .response_head import LeanResponse
 
 __all__ = ["DRAIN_WAIT", "Draining", "StaleConnection", "TrackedHTTPPool", "TrackedHTTPSPool"]
 
@@ -50,8 +51,8 @@ class _NoAnswer(http.client.RemoteDisconnected):
     """The connection ended (EOF, reset) before the first byte of the status line."""
 
 
-class _WatchedResponse(http.client.HTTPResponse):
-    """http.client's response, which first waits for one byte to tell "no answer" apart.
+class _WatchedResponse(LeanResponse):
+    """A response (`LeanResponse`) that first waits for one byte to tell "no answer" apart.
 
     `peek` fills the reader's buffer, so the status line is then read from it
     as before: no extra read once bytes arrive, and a timeout is raised as is.
