@@ -15,6 +15,7 @@ Otherwise, and for a session class that overrides `prepare_request`, it is
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
@@ -31,6 +32,7 @@ _check_header = cast("Callable[[tuple[str, str]], None]", utils.check_header_val
 _netrc_auth = cast("Callable[[str], Any]", utils.get_netrc_auth)
 _CACHE_SIZE: Final = 256
 _urls: dict[str, str] = {}
+_netrc_places: dict[tuple[str | None, str | None], tuple[str, ...]] = {}
 _lock = threading.Lock()
 
 
@@ -75,7 +77,26 @@ def _nothing_to_merge(session: requests.Session, url: str) -> bool:
     if "@" in url.split("/", 3)[2 if "://" in url else 0]:
         return False  # credentials in the URL become basic auth there
     # requests reads ~/.netrc (or $NETRC) for every request without auth.
-    return not (session.trust_env and _netrc_auth(url))
+    return not (session.trust_env and _netrc_exists() and _netrc_auth(url))
+
+
+def _netrc_exists() -> bool:
+    """Whether a netrc file is where `requests.utils.get_netrc_auth` looks for one.
+
+    Only when one is does requests' own lookup (and its URL parse) run: the
+    files are looked for on every call, as requests does, but the
+    ``~`` expansion is remembered per ``$NETRC`` and ``$HOME``.
+    """
+    key = (os.environ.get("NETRC"), os.environ.get("HOME"))
+    places = _netrc_places.get(key)
+    if places is None:
+        names = (key[0],) if key[0] is not None else tuple(f"~/{f}" for f in utils.NETRC_FILES)
+        places = tuple(os.path.expanduser(name) for name in names)
+        with _lock:
+            if len(_netrc_places) >= _CACHE_SIZE:
+                _netrc_places.clear()
+            _netrc_places[key] = places
+    return any(os.path.exists(place) for place in places)
 
 
 def _prepared_url(url: str) -> str:
