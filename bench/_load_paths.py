@@ -141,7 +141,13 @@ def has_workers_option(tree: Path) -> bool:
 
 
 def start_gunicorn(
-    upstream: str, key: str, folder: Path, workers: int, threads: int, tree: Path
+    upstream: str,
+    key: str,
+    folder: Path,
+    workers: int,
+    threads: int,
+    tree: Path,
+    name: str = "gunicorn",
 ) -> Server:
     """The proxy under gunicorn's threaded workers: `llmchat proxy --workers` when this tree
     has it, else gunicorn run directly on `gunicorn_app()` below."""
@@ -160,7 +166,7 @@ def start_gunicorn(
             f"`gunicorn -k gthread --workers {workers} --threads {threads} "
             "'_load_paths:gunicorn_app()'` (this tree's `llmchat proxy` has no `--workers` yet)"
         )
-    return Server("gunicorn", argv, port, folder / "gunicorn.log", env, how=how, tree=tree)
+    return Server(name, argv, port, folder / f"{name}.log", env, how=how, tree=tree)
 
 
 def gunicorn_app(threads: int = 64) -> Any:

@@ -33,7 +33,7 @@ from _load_upstream import DELTAS, MODEL
 from _report import BENCHMARKS_MD, package_versions, stamp, table, write_section
 
 SECTION = "Proxy under load: embedded, gunicorn, LiteLLM"
-PATHS = ("direct", "embedded", "gunicorn", "litellm")
+PATHS = ("direct", "embedded", "gunicorn", "gunicorn-lean", "litellm")
 KINDS = ("short", "stream")
 CONCURRENCY = (1, 8, 32, 64)
 ROUTE = "/v1/chat/completions"
@@ -153,7 +153,7 @@ def rows(
 def verdicts(results: dict[tuple[str, str, int], Result], paths: list[str]) -> list[str]:
     """One line per goal of the issue, each saying met or missed and by what figures."""
     lines = []
-    mine = [path for path in ("embedded", "gunicorn") if path in paths]
+    mine = [path for path in ("embedded", "gunicorn", "gunicorn-lean") if path in paths]
 
     def get(path: str, kind: str, clients: int) -> Result | None:
         return results.get((path, kind, clients))
@@ -210,6 +210,9 @@ def start_servers(
         "gunicorn": lambda: start_gunicorn(
             upstream, args.key, folder, args.workers, args.threads, args.tree
         ),
+        "gunicorn-lean": lambda: start_gunicorn(
+            upstream, args.key, folder, args.workers, args.lean_threads, args.tree, "gunicorn-lean"
+        ),
         "litellm": lambda: start_litellm(upstream, args.key, folder, MODEL, args.litellm_workers),
     }
     for path in args.paths:
@@ -231,6 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
     parser.add_argument("--threads", type=int, default=64, help="gunicorn threads per worker")
+    parser.add_argument(
+        "--lean-threads",
+        type=int,
+        default=8,
+        help="threads per worker of the gunicorn-lean path, sized for short requests (default 8)",
+    )
     parser.add_argument("--litellm-workers", type=int, default=2, help="LiteLLM's --num_workers")
     parser.add_argument(
         "--tree",
@@ -239,8 +248,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the source tree whose llmchat the proxies run (default: this one); with "
         "another tree's, the figures are printed, not written",
     )
+    parser.add_argument(
+        "--kinds", nargs="+", default=list(KINDS), choices=KINDS, help="a subset: printed only"
+    )
+    parser.add_argument(
+        "--clients", nargs="+", type=int, default=list(CONCURRENCY), help="a subset: printed only"
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args(argv)
+    if args.kinds != list(KINDS) or args.clients != list(CONCURRENCY):
+        args.no_write = True  # a partial table must not replace the whole one
     if args.quick:
         args.seconds = 1.0
     if "direct" not in args.paths:
@@ -258,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[tuple[str, str, int], Result] = {}
     try:
         start_servers(upstream_url, args, folder, notes, servers)
-        for kind in KINDS:
-            for clients in CONCURRENCY:
+        for kind in args.kinds:
+            for clients in args.clients:
                 for path in args.paths:
                     if path != "direct" and path not in servers:
                         continue
@@ -269,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                     if result.proxy_cpu is not None and result.done:
                         cpu = ms(result.proxy_cpu / result.done, 3)
                     print(
-                        f"{kind:<6} {clients:>3} clients {path:<9} "
+                        f"{kind:<6} {clients:>3} clients {path:<13} "
                         f"{rate(result.done, result.seconds):>8} req/s  "
                         f"TTFB p50 {ms(result.ttfb(50))} p99 {ms(result.ttfb(99))} ms  "
                         f"proxy CPU {cpu} ms/req  "
@@ -289,13 +306,14 @@ def main(argv: list[str] | None = None) -> int:
     labels = {
         "direct": "direct",
         "embedded": "llmchat embedded",
-        "gunicorn": f"llmchat gunicorn {versions['gunicorn']}",
+        "gunicorn": f"llmchat gunicorn {versions['gunicorn']}, {args.threads} threads",
+        "gunicorn-lean": f"llmchat gunicorn {versions['gunicorn']}, {args.lean_threads} threads",
         "litellm": f"LiteLLM {versions['litellm']}",
     }
     how = {name: server.how for name, server in servers.items()}
     paths_md = [
         "- direct: the clients on the upstream itself.",
-        *(f"- {labels[p]}: {how[p]}" for p in ("embedded", "gunicorn", "litellm") if p in how),
+        *(f"- {labels[p]}: {how[p]}" for p in PATHS[1:] if p in how),
         *(f"- {labels[p]}: {why}" for p, why in notes.items()),
     ]
     markdown = [
