@@ -195,6 +195,17 @@ def verdicts(results: dict[tuple[str, str, int], Result], paths: list[str]) -> l
     return lines
 
 
+THREADS_NOTE = (
+    "The two gunicorn rows differ only in threads per worker ({threads} and {lean}). The "
+    "upstream here answers at once, so every request is CPU work in the proxy, and the "
+    "threads of one worker take turns at its one interpreter lock: every hand-over of the "
+    "lock is a pair of context switches, which is why CPU per request grows with the number "
+    "of busy threads and why the {lean}-thread workers have the lower tail on 2 cores, for "
+    "short requests and streams alike. A real LLM upstream is the other way round: a stream "
+    "holds its thread for seconds or minutes and costs little CPU, so threads must still "
+    'cover the concurrent streams (README, "In production"); where traffic is mostly short '
+    "requests on few cores, fewer threads per worker (and more workers) give the lower tail."
+)
 HEADER = ["path", "clients", "requests / s", "TTFB p50 ms", "TTFB p99 ms"]
 HEADER += ["p50 added ms", "p99 added ms", "total p50 ms"]
 TAIL = ["proxy CPU ms / request", "connections", "errors", "lost / corrupted"]
@@ -348,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         "### Goals",
         "",
         *(f"- {line}" for line in lines),
+        "",
+        THREADS_NOTE.format(threads=args.threads, lean=args.lean_threads),
         "",
         "### Short blocking requests",
         "",
