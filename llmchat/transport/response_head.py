@@ -1,11 +1,12 @@
 """An `http.client` response whose head is read without the `email` parser.
 
 `HTTPResponse.begin` hands the header lines to `email.parser` (see
-`header_fields`), a large share of what reading a short answer costs. `LeanResponse.begin` reads the status line as http.client
-does, the fields with `read_fields`, and stores them in the same
-`http.client.HTTPMessage` the email parser would have built; a head that is
-not plain ``Name: value`` lines goes to the email parser after all. Framing
-(chunked, length, close) is then decided by the rules of `HTTPResponse.begin`.
+`header_fields`), a large share of what reading a short answer costs.
+`LeanResponse.begin` reads the status line as http.client does, the fields
+with `read_fields`, and stores them in the same `http.client.HTTPMessage`
+the email parser would have built; a head that is not plain ``Name: value``
+lines goes to the email parser after all. Framing (chunked, length, close)
+is then decided by the rules of `HTTPResponse.begin`.
 """
 
 from __future__ import annotations
