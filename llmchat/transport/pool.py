@@ -83,32 +83,24 @@ class _TrackedHTTPConnection(HTTPConnection):
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
-        _attach_to_current(self, sock)  # before TLS: an abort can cut the handshake too
+        # Before TLS (for https): an abort can cut the handshake too.
+        _attach_to_current(self, sock)
         return sock
 
     def getresponse(self) -> Any:
         return _answered(self, super().getresponse)
 
 
-class _TrackedHTTPSConnection(HTTPSConnection):
-    response_class = _WatchedResponse
-
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _attach_to_current(self, sock)  # covers the moment between connect and wrap only
-        return sock
-
+class _TrackedHTTPSConnection(_TrackedHTTPConnection, HTTPSConnection):
     def connect(self) -> None:
         super().connect()
-        # Wrapping detaches the TCP socket registered above (its fileno becomes -1,
-        # so shutting it down does nothing): register the TLS socket that replaced
-        # it. An abort during the handshake lands as this attaches (shut down at
-        # once), as one during the TCP connect lands when `_new_conn` returns.
-        # It is also the socket `_checked_in` detaches when the connection is pooled.
+        # Wrapping detaches the TCP socket registered in `_new_conn` (its fileno
+        # becomes -1, so shutting it down does nothing): register the TLS socket
+        # that replaced it. An abort during the handshake lands as this attaches
+        # (shut down at once), as one during the TCP connect lands when
+        # `_new_conn` returns. It is also the socket `_checked_in` detaches when
+        # the connection is pooled.
         _attach_to_current(self, self.sock)
-
-    def getresponse(self) -> Any:
-        return _answered(self, super().getresponse)
 
 
 class Draining:
@@ -179,17 +171,5 @@ class TrackedHTTPPool(HTTPConnectionPool):
         super()._put_conn(conn if conn is None else _checked_in(conn))
 
 
-class TrackedHTTPSPool(HTTPSConnectionPool):
+class TrackedHTTPSPool(TrackedHTTPPool, HTTPSConnectionPool):
     ConnectionCls = _TrackedHTTPSConnection
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.draining = Draining()
-
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        if not getattr(_current, "fresh", False):
-            self.draining.wait()
-        return _checked_out(self, super()._get_conn(timeout))
-
-    def _put_conn(self, conn: Any) -> None:
-        super()._put_conn(conn if conn is None else _checked_in(conn))
