@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import wire_json
+from ..protocols.rejection import AnswerRejected
+from ..protocols.translator import MALFORMED
 from ..redact import check_secret
 from ..response import Response
 from ..tokens import TokenizerError
@@ -420,7 +422,14 @@ class ProxyApp:
             if not response.is_success and not is_truncation(response):
                 return self._upstream_error(exchange, failure_of(response), watch)
             self._count(exchange, response)
-            return self._json(exchange, 200, answer.body(response))
+            try:
+                body = answer.body(response)
+            except AnswerRejected as exc:  # e.g. undecodable tool arguments: never sent as {}
+                log.warning(
+                    "proxy request %s: upstream answer rejected: %s", exchange.request_id, exc
+                )
+                return self._error(exchange, 502, MALFORMED, "response")
+            return self._json(exchange, 200, body)
         chunks = iter(response)
         first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
         if first is None:
