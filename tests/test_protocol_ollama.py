@@ -93,7 +93,10 @@ def test_tool_call_assembled_and_emitted_whole_on_finish_line() -> None:
     assert line["done"] is False
     assert line["message"]["role"] == "assistant"
     assert line["message"]["tool_calls"] == [
-        {"function": {"name": "get_weather", "arguments": {"city": "Zürich"}}}
+        {
+            "id": "call_1",
+            "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Zürich"}},
+        }
     ]
     assert isinstance(line["message"]["tool_calls"][0]["function"]["arguments"], dict)
     final = one(stream.finish())

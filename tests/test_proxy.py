@@ -699,7 +699,9 @@ def _reasoning_stream() -> Reply:
 
 @pytest.mark.parametrize("think", [None, False])
 def test_ollama_thinking_shown_unless_think_is_false(upstream_server, think):
-    upstream_server.set_script([_reasoning_stream()])
+    # think: false first asks GET /props whether the upstream is llama-server (here: no).
+    props = [Reply.error(404, "File Not Found", "not_found_error")] if think is False else []
+    upstream_server.set_script([*props, _reasoning_stream()])
     with OpenAICommon(upstream_server.url) as b, running_proxy(b) as url:
         parts = list(
             _ollama_client(url).chat(

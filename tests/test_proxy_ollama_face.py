@@ -795,9 +795,13 @@ def test_chat_body(thinking: str | None, calls: list[ToolCall]) -> None:
     if thinking:
         message["thinking"] = thinking
     if calls:
+        # Current Ollama's shape: the upstream's id when it gave one, and the index.
         message["tool_calls"] = [
-            {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
-            {"function": {"name": "t", "arguments": {}}},
+            {
+                "id": "c1",
+                "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Oslo"}},
+            },
+            {"function": {"index": 1, "name": "t", "arguments": {}}},
         ]
     assert out == {
         "model": "m",

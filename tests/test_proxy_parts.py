@@ -119,8 +119,11 @@ def test_openai_chunks_through_ollama_stream_give_each_call_once() -> None:
     decoded = [json.loads(line) for data in lines for line in data.splitlines()]
     calls = [call for d in decoded for call in d["message"].get("tool_calls", [])]
     assert calls == [
-        {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
-        {"function": {"name": "get_time", "arguments": {"tz": "CET"}}},
+        {
+            "id": "call_a",
+            "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Oslo"}},
+        },
+        {"id": "call_b", "function": {"index": 1, "name": "get_time", "arguments": {"tz": "CET"}}},
     ]
     assert "".join(d["message"]["content"] for d in decoded) == "Hello"
     assert [d["message"].get("thinking") for d in decoded if "thinking" in d["message"]] == [

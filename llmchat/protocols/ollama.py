@@ -4,6 +4,11 @@ Ollama streams one JSON object per line, each a whole message with a ``done``
 flag; there is no prologue and no event framing. `OllamaStream` turns each
 decoded OpenAI chunk into at most one such line and closes with the line an
 Ollama client reads its token counts from (``done: true``).
+
+A tool call whose arguments are not a JSON object is a parser rejection: the
+stream ends with the generic error line (`MALFORMED`), never with the call
+sent as ``"arguments": {}`` and a successful close, so no client runs a tool
+with arguments the model did not give.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from typing import Any
 from .. import wire_json
 from ..tools import ToolCall, ToolCallAssembler
 from .chunk_fields import reasoning_text
+from .rejection import UndecodableArguments
 from .translator import StreamTranslator
+from .usage_counts import usage_counts
 
-__all__ = ["OllamaStream"]
+__all__ = ["OllamaStream", "ollama_tool_call"]
 
 _SHAPES = ("chat", "generate")
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
@@ -43,6 +50,22 @@ def _timestamp() -> str:
     return f"{prefix}{int((now - second) * 1_000_000):06d}Z"
 
 
+def ollama_tool_call(call: ToolCall, index: int) -> dict[str, Any]:
+    """One ``message.tool_calls[*]`` entry as current Ollama writes it.
+
+    ``function.index`` is the call's position in the answer; ``id`` is the
+    upstream's call id, left out when it gave none. Raises
+    `UndecodableArguments` for a call whose arguments were not a JSON object.
+    """
+    if call.arguments_undecodable:
+        raise UndecodableArguments(f"tool call {call.name!r}: arguments are not a JSON object")
+    out: dict[str, Any] = {}
+    if call.id:
+        out["id"] = call.id
+    out["function"] = {"index": index, "name": call.name, "arguments": dict(call.arguments)}
+    return out
+
+
 class OllamaStream(StreamTranslator):
     """Translate one OpenAI stream into Ollama ``/api/chat`` or ``/api/generate`` lines.
 
@@ -50,7 +73,9 @@ class OllamaStream(StreamTranslator):
     `shape` is ``"chat"`` (default; text under ``message``) or ``"generate"``
     (text under ``response``). Tool calls are rendered only for ``chat``.
     Reasoning text goes under ``message.thinking`` (chat) or ``thinking``
-    (generate), where Ollama's own thinking models put it.
+    (generate), where Ollama's own thinking models put it. Usage may be spelled
+    ``prompt_tokens``/``completion_tokens`` or ``input_tokens``/``output_tokens``;
+    cached prompt tokens become ``prompt_eval_cached_count`` on the last line.
     """
 
     content_type = "application/x-ndjson"
@@ -61,6 +86,9 @@ class OllamaStream(StreamTranslator):
         super().__init__(model)
         self._shape = shape
         self._tools = ToolCallAssembler()
+        self._calls_sent = 0
+        self._cached_tokens: int | None = None
+        self._salvaged = b""
 
     # -- public API -------------------------------------------------------
 
@@ -87,6 +115,8 @@ class OllamaStream(StreamTranslator):
             line["done"] = True
             line["done_reason"] = str(reason)
             line["prompt_eval_count"] = self._input_tokens or 0
+            if self._cached_tokens is not None:
+                line["prompt_eval_cached_count"] = self._cached_tokens
             line["eval_count"] = self._output_tokens or 0
             data = self._line(line)
         except Exception:
@@ -128,9 +158,19 @@ class OllamaStream(StreamTranslator):
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if thinking:
                 message["thinking"] = thinking
-            if calls:
-                message["tool_calls"] = [call.to_ollama() for call in calls]
             line["message"] = message
+            if calls:
+                first = self._calls_sent
+                try:
+                    entries = [ollama_tool_call(call, first + i) for i, call in enumerate(calls)]
+                except UndecodableArguments:
+                    # The base ends the stream with MALFORMED; this delta's text still goes first.
+                    if text or thinking:
+                        self._salvaged = self._line({**line, "done": False})
+                        self._content_bytes += len(text.encode("utf-8"))
+                    raise
+                message["tool_calls"] = entries
+                self._calls_sent += len(calls)
         else:
             line["response"] = text
             if thinking:
@@ -138,6 +178,20 @@ class OllamaStream(StreamTranslator):
         line["done"] = False
         data = self._line(line)
         self._content_bytes += len(text.encode("utf-8"))
+        return data
+
+    def _note(self, chunk: Mapping[str, Any]) -> None:
+        super()._note(chunk)
+        counts = usage_counts(chunk.get("usage"))
+        if counts.prompt is not None:
+            self._input_tokens = counts.prompt
+        if counts.completion is not None:
+            self._output_tokens = counts.completion
+        if counts.cached is not None:
+            self._cached_tokens = counts.cached
+
+    def _salvage(self) -> bytes:
+        data, self._salvaged = self._salvaged, b""
         return data
 
     def _base(self) -> dict[str, Any]:

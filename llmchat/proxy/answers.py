@@ -15,6 +15,7 @@ from typing import Any
 
 from ..protocols.anthropic import AnthropicStream, stop_reason_for
 from ..protocols.ollama import OllamaStream
+from ..protocols.usage_counts import usage_counts
 from ..response import Response
 from . import anthropic_face, ollama_face
 from .upstream import openai_chunk
@@ -67,15 +68,18 @@ class OllamaAnswer(Answer):
         return ollama_face.generate_body(**common)
 
     def body(self, response: Response) -> dict[str, Any]:
+        # Raises UndecodableArguments (an AnswerRejected) for a tool call it must not pass on.
+        counts = usage_counts(response.usage)  # for an upstream spelling input_tokens
         common: dict[str, Any] = dict(
             model=response.model or self.model,
             text=response.msg,
             thinking=response.reasoning_text if self.thinking else None,
             done_reason=response.finish_reason or "stop",
-            input_tokens=response.prompt_tokens,
-            output_tokens=response.completion_tokens,
+            input_tokens=_given(response.prompt_tokens, counts.prompt),
+            output_tokens=_given(response.completion_tokens, counts.completion),
             total_duration_ns=_nanoseconds(response.timing.total_seconds),
             created_at=_now(),
+            cached_tokens=_given(response.cached_tokens, counts.cached),
         )
         if self.shape == "chat":
             return ollama_face.chat_body(tool_calls=list(response.tool_calls), **common)
@@ -117,6 +121,10 @@ class AnthropicAnswer(Answer):
 def _now() -> str:
     now = datetime.now(timezone.utc)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}Z"
+
+
+def _given(value: int | None, fallback: int | None) -> int | None:
+    return value if value is not None else fallback
 
 
 def _nanoseconds(seconds: float | None) -> int | None:

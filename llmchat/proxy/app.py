@@ -21,13 +21,16 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import wire_json
+from ..protocols.rejection import AnswerRejected
+from ..protocols.translator import MALFORMED
 from ..redact import check_secret
 from ..response import Response
 from ..tokens import TokenizerError
-from . import anthropic_face, ollama_face
-from .answers import Answer, AnthropicAnswer, OllamaAnswer
+from . import anthropic_face
+from .answers import Answer, AnthropicAnswer
 from .bodies import RelayBody, StreamBody
 from .hangup import HangupWatch, client_socket
+from .ollama_routes import OllamaRoutes
 from .relay_meter import RelayMeter
 from .shapes import error_body, face_of
 from .upstream import (
@@ -35,8 +38,6 @@ from .upstream import (
     Failure,
     Relay,
     Upstream,
-    UpstreamUnavailable,
-    client_message,
     failure_of,
     is_truncation,
 )
@@ -160,16 +161,19 @@ class ProxyApp:
         self.max_body_bytes = max_body_bytes
         # Last: opening a database is I/O, and every argument is checked by now.
         self.usage.store, self._owns_store = store_of(usage_db)
+        ollama = OllamaRoutes(self)
         self._routes: dict[tuple[str, str], tuple[str, Callable[[_Exchange], Iterable[bytes]]]] = {
             ("GET", "/"): ("proxy", self._root),
             ("HEAD", "/"): ("proxy", self._root),
             ("GET", "/health"): ("proxy", self._health),
-            ("GET", "/api/version"): ("ollama", self._ollama_version),
-            ("GET", "/api/tags"): ("ollama", self._ollama_tags),
-            ("GET", "/api/ps"): ("ollama", self._ollama_ps),
-            ("POST", "/api/show"): ("ollama", self._ollama_show),
-            ("POST", "/api/chat"): ("ollama", self._ollama_chat),
-            ("POST", "/api/generate"): ("ollama", self._ollama_generate),
+            ("GET", "/api/version"): ("ollama", ollama.version),
+            ("GET", "/api/tags"): ("ollama", ollama.tags),
+            ("GET", "/api/ps"): ("ollama", ollama.ps),
+            ("POST", "/api/show"): ("ollama", ollama.show),
+            ("POST", "/api/chat"): ("ollama", ollama.chat),
+            ("POST", "/api/generate"): ("ollama", ollama.generate),
+            ("POST", "/api/embed"): ("ollama", ollama.embed),
+            ("POST", "/api/embeddings"): ("ollama", ollama.embeddings),
             ("POST", "/v1/messages"): ("anthropic", self._anthropic_messages),
             ("POST", "/v1/messages/count_tokens"): ("anthropic", self._anthropic_count_tokens),
             ("POST", "/v1/chat/completions"): ("openai", self._openai_relay),
@@ -311,69 +315,7 @@ class ProxyApp:
     def _health(self, exchange: _Exchange) -> list[bytes]:
         return self._json(exchange, 200, {"status": "ok"})
 
-    def _ollama_version(self, exchange: _Exchange) -> list[bytes]:
-        return self._json(exchange, 200, ollama_face.version_body())
-
-    def _ollama_tags(self, exchange: _Exchange) -> list[bytes]:
-        return self._models(exchange, ollama_face.tags_body)
-
-    def _ollama_ps(self, exchange: _Exchange) -> list[bytes]:
-        return self._models(exchange, ollama_face.ps_body)
-
-    def _models(
-        self, exchange: _Exchange, shape: Callable[[list[str]], dict[str, Any]]
-    ) -> list[bytes]:
-        try:
-            names = self.upstream.model_names()
-        except UpstreamUnavailable:
-            return self._error(exchange, 502, client_message("connection", None), "connection")
-        return self._json(exchange, 200, shape(names))
-
-    def _ollama_show(self, exchange: _Exchange) -> list[bytes]:
-        body = self._read_json(exchange)
-        model = body.get("model", body.get("name"))
-        if not isinstance(model, str) or not model:
-            raise _ClientError(400, "model: a model name is required", "invalid_request")
-        limits = self.upstream.limits()
-        return self._json(exchange, 200, ollama_face.show_body(limits.get("context_length")))
-
     # -- completions --------------------------------------------------------
-
-    def _ollama_chat(self, exchange: _Exchange) -> Iterable[bytes]:
-        body = self._read_json(exchange)
-        request = ollama_face.chat_request(body)
-        answer = OllamaAnswer(body, "chat")
-        if not body.get("messages"):
-            return self._ollama_load(exchange, body, request, answer)
-        return self._complete(exchange, request, answer)
-
-    def _ollama_generate(self, exchange: _Exchange) -> Iterable[bytes]:
-        body = self._read_json(exchange)
-        request = ollama_face.generate_request(body)
-        answer = OllamaAnswer(body, "generate")
-        if not body.get("prompt") and not body.get("images"):
-            return self._ollama_load(exchange, body, request, answer)
-        return self._complete(exchange, request, answer)
-
-    def _ollama_load(
-        self,
-        exchange: _Exchange,
-        body: Mapping[str, Any],
-        request: dict[str, Any],
-        answer: OllamaAnswer,
-    ) -> list[bytes]:
-        """Ollama's "load the model" request (nothing to say): answered at once, as Ollama does.
-
-        The upstream loads its own model; there is nothing to forward.
-        """
-        loaded = answer.loaded(_unloading(body))
-        if not request.get("stream"):
-            return self._json(exchange, 200, loaded)
-        data = wire_json.encode_data(loaded) + b"\n"
-        exchange.event.stream = True
-        exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
-        self._record(exchange)
-        return [data]
 
     def _anthropic_messages(self, exchange: _Exchange) -> Iterable[bytes]:
         body = self._read_json(exchange)
@@ -420,7 +362,14 @@ class ProxyApp:
             if not response.is_success and not is_truncation(response):
                 return self._upstream_error(exchange, failure_of(response), watch)
             self._count(exchange, response)
-            return self._json(exchange, 200, answer.body(response))
+            try:
+                body = answer.body(response)
+            except AnswerRejected as exc:  # e.g. undecodable tool arguments: never sent as {}
+                log.warning(
+                    "proxy request %s: upstream answer rejected: %s", exchange.request_id, exc
+                )
+                return self._error(exchange, 502, MALFORMED, "response")
+            return self._json(exchange, 200, body)
         chunks = iter(response)
         first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
         if first is None:
@@ -520,14 +469,3 @@ class _ClientError(Exception):
         super().__init__(message)
         self.status = status
         self.error_type = error_type
-
-
-# -- helpers ------------------------------------------------------------------
-
-
-def _unloading(body: Mapping[str, Any]) -> bool:
-    """Ollama's ``keep_alive: 0`` on an empty request means "unload the model"."""
-    keep_alive = body.get("keep_alive")
-    if isinstance(keep_alive, (int, float)) and not isinstance(keep_alive, bool):
-        return keep_alive == 0
-    return isinstance(keep_alive, str) and keep_alive.strip() in ("0", "0s", "0m", "0h")

@@ -2,9 +2,11 @@
 
 Requests: `chat_request` (``POST /api/chat``) and `generate_request`
 (``POST /api/generate``) turn a decoded Ollama request body into an OpenAI
-chat-completions body. Responses: `chat_body`, `generate_body`, `error_body`,
-`tags_body`, `ps_body` and `version_body` build what an Ollama client reads.
-No I/O, no clock, no randomness: the same input always gives the same output.
+chat-completions body. The bodies an Ollama client reads (`chat_body`,
+`generate_body`, `error_body`, `tags_body`, `ps_body`, `show_body`,
+`version_body`) are `ollama_shapes`' and importable from here too; the chat
+history is `ollama_history`'s. No I/O, no clock, no randomness: the same
+input always gives the same output.
 
 Null handling. The official ``ollama`` Python client posts
 ``Request(...).model_dump(exclude_none=True)``, so it never sends nulls, but
@@ -28,10 +30,12 @@ Decisions worth knowing:
   ``additionalProperties: false``), and grammar-based servers enforce the
   schema either way.
 - ``think``: ``"low"``/``"medium"``/``"high"`` become ``reasoning_effort``;
-  ``true`` and ``false`` send nothing. A bare ``true`` names no level, so the
-  server's default stands; ``false`` has no portable spelling (``"none"`` is
-  refused by most servers), so the proxy should drop any reasoning from the
-  answer instead of asking the upstream for none.
+  ``true`` sends nothing: it names no level, so the server's default stands.
+  ``false`` has no portable spelling (``"none"`` is refused by many servers),
+  so it sends only the `no_reasoning` members the caller passes for an
+  upstream known to take them (the proxy passes ``reasoning_effort: "none"``
+  for llama.cpp, which then renders its template with thinking off); the
+  proxy also drops any reasoning from the answer.
 - ``options``: ``temperature``, ``top_p``, ``top_k``, ``seed``, ``stop``,
   ``min_p``, ``typical_p``, ``presence_penalty``, ``frequency_penalty`` keep
   their names; ``num_predict`` becomes ``max_tokens`` (zero or negative, which
@@ -57,40 +61,39 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import wire_json
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..tools import ToolCall
 from .fields import integer, json_type, number, require_bool, require_mapping, require_str
-from .images import data_url
+from .ollama_history import messages as history
+from .ollama_history import with_images
+from .ollama_shapes import (
+    OLLAMA_VERSION,
+    SHOW_ARCHITECTURE,
+    chat_body,
+    error_body,
+    generate_body,
+    ps_body,
+    show_body,
+    tags_body,
+    version_body,
+)
 
 __all__ = [
     "OLLAMA_VERSION",
+    "SHOW_ARCHITECTURE",
     "chat_body",
     "chat_request",
     "error_body",
     "generate_body",
     "generate_request",
     "ps_body",
+    "show_body",
     "tags_body",
     "version_body",
 ]
 
-OLLAMA_VERSION: Final = "0.12.0"
-"""The Ollama server version `version_body` reports.
-
-A real release recent enough that clients which gate features on the
-server version (tools, structured outputs, ``think``) enable them all.
-"""
-
-_EPOCH: Final = "1970-01-01T00:00:00Z"
-# Far future, so /api/ps never shows a model as about to be unloaded.
-_NEVER: Final = "9999-12-31T23:59:59Z"
-
-_ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
 _THINK_LEVELS: Final = ("low", "medium", "high")
 
 # Ollama option name -> OpenAI field name, for the options that are plain numbers.
@@ -135,32 +138,38 @@ _IGNORED_OPTIONS: Final = frozenset(
 # -- requests -------------------------------------------------------------
 
 
-def chat_request(body: Mapping[str, Any]) -> dict[str, Any]:
+def chat_request(
+    body: Mapping[str, Any], *, no_reasoning: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Translate an Ollama ``/api/chat`` request body into an OpenAI chat-completions body.
 
     The result holds ``model``, ``messages`` and ``stream``, plus only the
-    fields the request gave (never a None value).
+    fields the request gave (never a None value). `no_reasoning` is what
+    ``think: false`` adds: the members that turn reasoning off upstream.
     """
     require_mapping(body, "body")
     out: dict[str, Any] = {
         "model": _model(body),
-        "messages": _messages(body.get("messages")),
+        "messages": history(body.get("messages")),
         "stream": _stream(body),
     }
     tools = _tools(body.get("tools"))
     if tools:
         out["tools"] = tools
-    _common(body, out)
+    _common(body, out, no_reasoning)
     return out
 
 
-def generate_request(body: Mapping[str, Any]) -> dict[str, Any]:
+def generate_request(
+    body: Mapping[str, Any], *, no_reasoning: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Translate an Ollama ``/api/generate`` request body into an OpenAI chat-completions body.
 
     ``system`` becomes a system message and ``prompt`` (with ``images``) the
     user message after it. An empty prompt still yields a user message with
     empty content: Ollama answers such a request by only loading the model, so
     a proxy that wants that behaviour must check for it before calling this.
+    `no_reasoning` is as for `chat_request`.
     """
     require_mapping(body, "body")
     model = _model(body)
@@ -191,169 +200,10 @@ def generate_request(body: Mapping[str, Any]) -> dict[str, Any]:
     if prompt is None:
         prompt = ""
     require_str(prompt, "prompt")
-    messages.append({"role": "user", "content": _with_images(prompt, body.get("images"), "images")})
+    messages.append({"role": "user", "content": with_images(prompt, body.get("images"), "images")})
     out: dict[str, Any] = {"model": model, "messages": messages, "stream": _stream(body)}
-    _common(body, out)
+    _common(body, out, no_reasoning)
     return out
-
-
-# -- responses ------------------------------------------------------------
-
-
-def chat_body(
-    *,
-    model: str,
-    text: str,
-    thinking: str | None,
-    tool_calls: list[ToolCall],
-    done_reason: str,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    total_duration_ns: int | None = None,
-    created_at: str,
-) -> dict[str, Any]:
-    """The non-streaming ``/api/chat`` response.
-
-    ``thinking`` and ``tool_calls`` appear only when non-empty,
-    ``total_duration`` only when given; token counts default to 0.
-    """
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if thinking:
-        message["thinking"] = thinking
-    if tool_calls:
-        message["tool_calls"] = [call.to_ollama() for call in tool_calls]
-    out: dict[str, Any] = {"model": model, "created_at": created_at, "message": message}
-    _finish(out, done_reason, input_tokens, output_tokens, total_duration_ns)
-    return out
-
-
-def generate_body(
-    *,
-    model: str,
-    text: str,
-    thinking: str | None,
-    done_reason: str,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    total_duration_ns: int | None = None,
-    created_at: str,
-) -> dict[str, Any]:
-    """The non-streaming ``/api/generate`` response.
-
-    No ``context``: it is deprecated in Ollama, optional in its clients, and
-    the proxy could only ever send back an empty one.
-    """
-    out: dict[str, Any] = {"model": model, "created_at": created_at, "response": text}
-    if thinking:
-        out["thinking"] = thinking
-    _finish(out, done_reason, input_tokens, output_tokens, total_duration_ns)
-    return out
-
-
-def error_body(message: str) -> dict[str, Any]:
-    """Ollama's error body: ``{"error": message}``."""
-    return {"error": message}
-
-
-def tags_body(models: list[str]) -> dict[str, Any]:
-    """The ``/api/tags`` body listing `models`, in the order given.
-
-    Size, digest and details are unknown behind an OpenAI upstream, so they
-    are zero or empty, and ``modified_at`` is the epoch (deterministic).
-    """
-    return {
-        "models": [
-            {
-                "name": name,
-                "model": name,
-                "modified_at": _EPOCH,
-                "size": 0,
-                "digest": "",
-                "details": _details(),
-            }
-            for name in models
-        ]
-    }
-
-
-def ps_body(models: list[str]) -> dict[str, Any]:
-    """The ``/api/ps`` body: `models` shown as loaded, never expiring."""
-    return {
-        "models": [
-            {
-                "name": name,
-                "model": name,
-                "size": 0,
-                "digest": "",
-                "details": _details(),
-                "expires_at": _NEVER,
-                "size_vram": 0,
-            }
-            for name in models
-        ]
-    }
-
-
-SHOW_ARCHITECTURE: Final = "llama"
-"""The ``general.architecture`` `/api/show` names. Clients find the context
-length under ``<architecture>.context_length``; the real architecture is unknown
-behind an OpenAI upstream, and ``llama`` is the one clients assume most."""
-
-
-def show_body(context_length: int | None) -> dict[str, Any]:
-    """The ``/api/show`` body: what a client can learn about the upstream model.
-
-    `context_length` (from the upstream's probe) goes under
-    ``model_info["llama.context_length"]`` and as ``num_ctx`` in
-    ``parameters``, where Ollama clients read the window they may fill; it is
-    left out when unknown. Capabilities are ``completion`` and ``tools``.
-    """
-    info: dict[str, Any] = {"general.architecture": SHOW_ARCHITECTURE}
-    parameters = ""
-    if context_length is not None:
-        info[f"{SHOW_ARCHITECTURE}.context_length"] = int(context_length)
-        parameters = f"num_ctx {int(context_length)}"
-    return {
-        "modified_at": _EPOCH,
-        "template": "",
-        "modelfile": "",
-        "license": "",
-        "details": _details(),
-        "model_info": info,
-        "parameters": parameters,
-        "capabilities": ["completion", "tools"],
-    }
-
-
-def version_body() -> dict[str, Any]:
-    """The ``/api/version`` body: ``{"version": OLLAMA_VERSION}``."""
-    return {"version": OLLAMA_VERSION}
-
-
-def _details() -> dict[str, Any]:
-    return {
-        "parent_model": "",
-        "format": "",
-        "family": "",
-        "families": [],
-        "parameter_size": "",
-        "quantization_level": "",
-    }
-
-
-def _finish(
-    out: dict[str, Any],
-    done_reason: str,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    total_duration_ns: int | None,
-) -> None:
-    out["done"] = True
-    out["done_reason"] = done_reason
-    if total_duration_ns is not None:
-        out["total_duration"] = int(total_duration_ns)
-    out["prompt_eval_count"] = int(input_tokens or 0)
-    out["eval_count"] = int(output_tokens or 0)
 
 
 # -- request pieces -------------------------------------------------------
@@ -376,15 +226,20 @@ def _stream(body: Mapping[str, Any]) -> bool:
     return require_bool(stream, "stream")
 
 
-def _common(body: Mapping[str, Any], out: dict[str, Any]) -> None:
+def _common(
+    body: Mapping[str, Any], out: dict[str, Any], no_reasoning: Mapping[str, Any] | None
+) -> None:
     """Add what `/api/chat` and `/api/generate` share: format, options, think."""
     response_format = _format(body.get("format"))
     if response_format is not None:
         out["response_format"] = response_format
     _options(body.get("options"), out)
-    effort = _think(body.get("think"))
+    think = body.get("think")
+    effort = _think(think)
     if effort is not None:
         out["reasoning_effort"] = effort
+    elif think is False and no_reasoning:
+        out.update(no_reasoning)
 
 
 def _format(value: Any) -> dict[str, Any] | None:
@@ -457,142 +312,3 @@ def _tools(value: Any) -> list[dict[str, Any]]:
     for index, tool in enumerate(value):
         require_mapping(tool, f"tools[{index}]")
     return [dict(tool) for tool in value]
-
-
-def _messages(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"messages: must be a list, not {json_type(value)}")
-    out: list[dict[str, Any]] = []
-    # (id, name) of every assistant tool call not yet answered, oldest first.
-    unanswered: list[tuple[str, str]] = []
-    for index, message in enumerate(value):
-        where = f"messages[{index}]"
-        require_mapping(message, where)
-        role = message.get("role")
-        if role is None:
-            raise InvalidArgumentError(f"{where}.role: is required")
-        require_str(role, f"{where}.role")
-        if role not in _ROLES:
-            raise InvalidArgumentError(
-                f"{where}.role: must be 'system', 'user', 'assistant' or 'tool', not {role!r}"
-            )
-        content = message.get("content")
-        if content is None:
-            content = ""
-        require_str(content, f"{where}.content")
-        images = message.get("images")
-        if images and role != "user":
-            raise InvalidArgumentError(f"{where}.images: only user messages may carry images")
-        item: dict[str, Any] = {"role": role, "content": content}
-        if role == "user":
-            item["content"] = _with_images(content, images, f"{where}.images")
-        elif role == "assistant":
-            calls = _tool_calls(message.get("tool_calls"), index)
-            if calls:
-                item["tool_calls"] = calls
-                unanswered.extend((call["id"], call["function"]["name"]) for call in calls)
-        elif role == "tool":
-            item["tool_call_id"] = _answered_id(message, index, unanswered)
-        out.append(item)
-    return out
-
-
-def _with_images(content: str, images: Any, where: str) -> str | list[dict[str, Any]]:
-    """`content` alone, or text and image parts when there are images."""
-    if images is None:
-        return content
-    if not isinstance(images, list):
-        raise InvalidTypeError(f"{where}: must be a list of base64 strings")
-    if not images:
-        return content
-    parts: list[dict[str, Any]] = []
-    if content:
-        parts.append({"type": "text", "text": content})
-    for position, image in enumerate(images):
-        url = data_url(image, field=f"{where}[{position}]")
-        parts.append({"type": "image_url", "image_url": {"url": url}})
-    return parts
-
-
-def _tool_calls(value: Any, message_index: int) -> list[dict[str, Any]]:
-    where = f"messages[{message_index}].tool_calls"
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"{where}: must be a list, not {json_type(value)}")
-    calls: list[dict[str, Any]] = []
-    for position, call in enumerate(value):
-        at = f"{where}[{position}]"
-        require_mapping(call, at)
-        function = call.get("function")
-        if function is None:
-            raise InvalidArgumentError(f"{at}.function: is required")
-        require_mapping(function, f"{at}.function")
-        name = function.get("name")
-        if name is None:
-            raise InvalidArgumentError(f"{at}.function.name: is required")
-        require_str(name, f"{at}.function.name")
-        if not name:
-            raise InvalidArgumentError(f"{at}.function.name: must not be empty")
-        call_id = call.get("id")
-        if call_id is not None:
-            require_str(call_id, f"{at}.id")
-        calls.append(
-            {
-                "id": call_id or f"call_{message_index}_{position}",
-                "type": "function",
-                "function": {
-                    "name": name,
-                    "arguments": _arguments(function.get("arguments"), f"{at}.function.arguments"),
-                },
-            }
-        )
-    return calls
-
-
-def _arguments(value: Any, where: str) -> str:
-    """Compact, key-sorted JSON text of a call's arguments object."""
-    if value is None:
-        value = {}
-    elif isinstance(value, str):
-        # Some clients echo the OpenAI spelling back; accept it if it holds an object.
-        value = _decode_object(value, where)
-    if not isinstance(value, Mapping):
-        raise InvalidTypeError(f"{where}: must be a JSON object, not {json_type(value)}")
-    try:
-        return wire_json.encode_data(value).decode("utf-8")
-    except (InvalidArgumentError, InvalidTypeError) as exc:
-        raise type(exc)(f"{where}: {exc}") from None
-
-
-def _decode_object(text: str, where: str) -> Any:
-    try:
-        decoded = json.loads(text) if text.strip() else {}
-    except ValueError:
-        raise InvalidArgumentError(f"{where}: is not valid JSON") from None
-    if not isinstance(decoded, dict):
-        raise InvalidArgumentError(f"{where}: must be a JSON object")
-    return decoded
-
-
-def _answered_id(message: Mapping[str, Any], index: int, unanswered: list[tuple[str, str]]) -> str:
-    """The id of the call a ``tool`` message answers; removes it from `unanswered`."""
-    where = f"messages[{index}]"
-    explicit = message.get("tool_call_id")
-    if explicit is not None:
-        explicit = require_str(explicit, f"{where}.tool_call_id")
-    tool_name = message.get("tool_name")
-    if tool_name is not None:
-        require_str(tool_name, f"{where}.tool_name")
-    if explicit:
-        unanswered[:] = [entry for entry in unanswered if entry[0] != explicit]
-        return explicit
-    for position, (call_id, name) in enumerate(unanswered):
-        if tool_name and name == tool_name:
-            del unanswered[position]
-            return call_id
-    if unanswered:
-        return unanswered.pop(0)[0]
-    return f"call_{index}"
