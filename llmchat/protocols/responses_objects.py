@@ -105,11 +105,15 @@ def usage_object(
     cached_tokens: int | None = None,
     reasoning_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The Responses ``usage`` block; a count the upstream did not report is 0."""
+    """The Responses ``usage`` block; a count the upstream did not report is 0.
+
+    ``cache_write_tokens`` is always 0: chat upstreams report no cache writes,
+    and the ``openai`` SDK's current types require the field.
+    """
     given_in, given_out = input_tokens or 0, output_tokens or 0
     return {
         "input_tokens": given_in,
-        "input_tokens_details": {"cached_tokens": cached_tokens or 0},
+        "input_tokens_details": {"cached_tokens": cached_tokens or 0, "cache_write_tokens": 0},
         "output_tokens": given_out,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens or 0},
         "total_tokens": given_in + given_out,
