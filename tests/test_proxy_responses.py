@@ -458,3 +458,35 @@ def test_embeddings_relay_byte_for_byte(upstream, sink):
 def test_models_relay_through_the_openai_client(client):
     models = client.models.list()
     assert [m.id for m in models.data] == ["loopback"]
+
+
+# -- llmchat's own Responses client reads the face ------------------------------------
+
+
+def test_llmchat_responses_backend_round_trips_tool_calls(client, upstream):
+    from llmchat.backends.responses import OpenAIResponses
+
+    upstream.set_script(_tool_calls())
+    base = str(client.base_url).rstrip("/")
+    tools = [{"type": "function", "function": {k: TOOL[k] for k in ("name", "parameters")}}]
+    with OpenAIResponses(base, api_key="unused", model="m") as backend:
+        first = backend.chat_completion_stream([{"role": "user", "content": "q"}], tools=tools)
+        first.wait(WAIT)
+        assert first.is_success, first.err
+        assert [(c.id, c.arguments) for c in first.tool_calls] == [
+            ("call_a", {"city": "Oslo"}),
+            ("call_b", {"city": "Bergen"}),
+        ]
+        upstream.set_script(ChatResponder(TEXT))
+        history = [
+            {"role": "user", "content": "q"},
+            first.to_message(),
+            {"role": "tool", "tool_call_id": "call_a", "content": "sunny"},
+            {"role": "tool", "tool_call_id": "call_b", "content": "rain"},
+        ]
+        second = backend.chat_completion(history, tools=tools)
+    assert second.is_success and second.msg == TEXT
+    messages = _last_chat_request(upstream)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool"]
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["call_a", "call_b"]
+    assert messages[1]["content"] == "Checking."
