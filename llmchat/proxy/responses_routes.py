@@ -71,10 +71,13 @@ class ResponsesAnswer(Answer):
         """
         output: list[dict[str, Any]] = []
         status, details = status_for(response.finish_reason)
-        if response.reasoning_text:
-            output.append(reasoning_item(new_id("rs"), response.reasoning_text, "completed"))
-        if response.msg or not response.tool_calls:
-            output.append(message_item(new_id("msg"), response.msg, status))
+        text, reasoning = response.msg, response.reasoning_text
+        if reasoning:
+            # The last item is the one a token limit cut short, as in the stream.
+            last = not (text or response.tool_calls)
+            output.append(reasoning_item(new_id("rs"), reasoning, status if last else "completed"))
+        if text or not (reasoning or response.tool_calls):
+            output.append(message_item(new_id("msg"), text, status))
         for call in response.tool_calls:
             if call.arguments_undecodable or not call.name:
                 raise UnreadableToolCall

@@ -151,20 +151,19 @@ def test_reasoning_item_from_a_reasoning_server(reasoning_server: LlamaServer):
         HELLO, settings=Settings(max_tokens=24, temperature=0)
     )
     assert direct.reasoning_text  # the whole budget goes to thinking (test_llamacpp)
+    kwargs: dict[str, Any] = dict(
+        model="tiny", input=HELLO[0]["content"], max_output_tokens=24, temperature=0
+    )
     with _proxied(reasoning_server) as client:
-        events = list(
-            client.responses.create(
-                model="tiny",
-                input=HELLO[0]["content"],
-                max_output_tokens=24,
-                temperature=0,
-                stream=True,
-            )
-        )
+        events = list(client.responses.create(stream=True, **kwargs))
+        created = client.responses.create(**kwargs)
     _check_numbering(events)
     final = events[-1].response
-    assert final.output[0].type == "reasoning"
-    assert final.output[0].content[0].text == direct.reasoning_text
+    for response in (final, created):
+        # No text came, so no message item: the one reasoning item was cut short.
+        assert [(i.type, i.status) for i in response.output] == [("reasoning", "incomplete")]
+        assert response.output[0].content[0].text == direct.reasoning_text
+        assert response.incomplete_details.reason == "max_output_tokens"
     deltas = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
     assert deltas == direct.reasoning_text
 
