@@ -18,23 +18,13 @@ from llmchat.protocols.responses import BAD_TOOL_CALL
 from llmchat.testing import ChatResponder, Drop, Reply, ScriptedServer, Write
 
 from .proxy_support import UsageSink, running_proxy
+from .responses_support import WEATHER_TOOL, check_numbering
 
 openai = pytest.importorskip("openai")
 
 TEXT = "Hello from the loopback server, in pieces."
 WAIT = 10.0
-TOOL = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
+TOOL = {**WEATHER_TOOL, "strict": True}
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -132,26 +122,12 @@ def _last_chat_request(upstream: ScriptedServer) -> dict[str, Any]:
     return json.loads(chats[-1].body)
 
 
-def _check_numbering(events: list[Any]) -> None:
-    """sequence_number counts from 0; every item's events carry its output_index."""
-    assert [e.sequence_number for e in events] == list(range(len(events)))
-    assert events[0].type == "response.created" and events[1].type == "response.in_progress"
-    added = [e for e in events if e.type == "response.output_item.added"]
-    assert [e.output_index for e in added] == list(range(len(added)))
-    ids = {e.output_index: e.item.id for e in added}
-    for event in events:
-        if hasattr(event, "item_id"):
-            assert ids[event.output_index] == event.item_id, event
-        if hasattr(event, "content_index"):
-            assert event.content_index == 0
-
-
 # -- streaming ------------------------------------------------------------------------
 
 
 def test_create_stream_text_events_in_order(client, upstream, sink):
     events = list(client.responses.create(model="m", input="hi there", stream=True))
-    _check_numbering(events)
+    check_numbering(events)
     kinds = [e.type for e in events]
     deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
     assert kinds == [
@@ -194,7 +170,7 @@ def test_reasoning_item_before_the_message(client, upstream):
     with client.responses.stream(model="m", input="hi", reasoning={"effort": "high"}) as stream:
         events = list(stream)
         final = stream.get_final_response()
-    _check_numbering(events)
+    check_numbering(events)
     reasoning_deltas = [e.delta for e in events if e.type == "response.reasoning_text.delta"]
     assert reasoning_deltas == ["The user greets. ", "Greet back."]
     [done] = [e for e in events if e.type == "response.reasoning_text.done"]
@@ -214,7 +190,7 @@ def test_function_calls_stream_as_items(client, upstream):
     with client.responses.stream(model="m", input="weather?", tools=[TOOL]) as stream:
         events = list(stream)
         final = stream.get_final_response()
-    _check_numbering(events)
+    check_numbering(events)
     calls = [item for item in final.output if item.type == "function_call"]
     assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [
         ("call_a", "get_weather", {"city": "Oslo"}),
@@ -269,7 +245,7 @@ def test_stream_helper_raises_without_completion_on_failure(client, upstream):
 def test_max_output_tokens_ends_incomplete(client, upstream):
     upstream.set_script(ChatResponder(TEXT, chunk_size=6, finish_reason="length"))
     events = list(client.responses.create(model="m", input="hi", max_output_tokens=7, stream=True))
-    _check_numbering(events)
+    check_numbering(events)
     last = events[-1]
     assert last.type == "response.incomplete"
     assert last.response.incomplete_details.reason == "max_output_tokens"

@@ -19,6 +19,7 @@ import requests
 from llmchat import OpenAICommon, Settings
 
 from ..proxy_support import UsageSink, running_proxy
+from ..responses_support import WEATHER_TOOL, check_numbering
 from .conftest import LlamaServer, _serve, wait_until
 from .test_llamacpp import HELLO, slots_idle
 from .tiny_model import MODEL_PARAMS
@@ -27,16 +28,7 @@ openai = pytest.importorskip("openai")
 
 N = 8  # tokens; the model never emits EOS, so every short request ends at its limit
 WAIT = 30.0
-TOOL = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
+TOOL = WEATHER_TOOL
 
 
 def _upstream(server: LlamaServer) -> OpenAICommon:
@@ -78,16 +70,6 @@ def client(server: LlamaServer, sink: UsageSink) -> Iterator[Any]:
         yield made
 
 
-def _check_numbering(events: list[Any]) -> None:
-    assert [e.sequence_number for e in events] == list(range(len(events)))
-    added = [e for e in events if e.type == "response.output_item.added"]
-    assert [e.output_index for e in added] == list(range(len(added)))
-    ids = {e.output_index: e.item.id for e in added}
-    for event in events:
-        if hasattr(event, "item_id"):
-            assert ids[event.output_index] == event.item_id
-
-
 @pytest.mark.parametrize("stream", [True, False])
 def test_ends_incomplete_at_max_output_tokens_with_the_servers_text_and_counts(
     server, client, sink, stream
@@ -101,7 +83,7 @@ def test_ends_incomplete_at_max_output_tokens_with_the_servers_text_and_counts(
     )
     if stream:
         events = list(client.responses.create(stream=True, **kwargs))
-        _check_numbering(events)
+        check_numbering(events)
         assert events[-1].type == "response.incomplete"
         deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
         response = events[-1].response
@@ -135,7 +117,7 @@ def test_required_tool_call_completes_through_the_stream_helper(tools_server: Ll
         with client.responses.stream(**kwargs) as stream:
             events = list(stream)
             streamed = stream.get_final_response()
-    _check_numbering(events)
+    check_numbering(events)
     assert [e.type for e in events].count("response.function_call_arguments.done") == 1
     calls = []
     for response in (created, streamed):
@@ -157,7 +139,7 @@ def test_reasoning_item_from_a_reasoning_server(reasoning_server: LlamaServer):
     with _proxied(reasoning_server) as client:
         events = list(client.responses.create(stream=True, **kwargs))
         created = client.responses.create(**kwargs)
-    _check_numbering(events)
+    check_numbering(events)
     final = events[-1].response
     for response in (final, created):
         # No text came, so no message item: the one reasoning item was cut short.
