@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["int_or_none", "reasoning_text", "upstream_error_message"]
+from .. import wire_json
+
+__all__ = ["int_or_none", "reasoning_text", "tool_fragment", "upstream_error_message"]
 
 
 def int_or_none(value: Any) -> int | None:
@@ -36,3 +38,22 @@ def upstream_error_message(error: Any) -> str:
     if isinstance(message, str) and message:
         return f"Upstream error: {message}"
     return "Upstream error"
+
+
+def tool_fragment(fragment: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(id, name, arguments text)`` of one OpenAI tool-call fragment; ``""`` for each absent.
+
+    Arguments sent as a whole object (a few servers do) come back as compact JSON text.
+    """
+    call_id = fragment.get("id")
+    function = fragment.get("function")
+    function = function if isinstance(function, Mapping) else {}
+    name = function.get("name")
+    arguments = function.get("arguments")
+    if isinstance(arguments, Mapping):
+        arguments = wire_json.encode_data(arguments).decode("utf-8") if arguments else ""
+    return (
+        call_id if isinstance(call_id, str) else "",
+        name if isinstance(name, str) else "",
+        arguments if isinstance(arguments, str) else "",
+    )

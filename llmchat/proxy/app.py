@@ -26,7 +26,7 @@ from ..protocols.translator import MALFORMED
 from ..redact import check_secret
 from ..response import Response
 from ..tokens import TokenizerError
-from . import anthropic_face
+from . import anthropic_face, openai_routes, responses_routes
 from .answers import Answer, AnthropicAnswer
 from .bodies import RelayBody, StreamBody
 from .hangup import HangupWatch, client_socket
@@ -178,6 +178,8 @@ class ProxyApp:
             ("POST", "/v1/messages/count_tokens"): ("anthropic", self._anthropic_count_tokens),
             ("POST", "/v1/chat/completions"): ("openai", self._openai_relay),
             ("GET", "/v1/models"): ("openai", self._openai_models),
+            ("POST", "/v1/embeddings"): ("openai", lambda ex: openai_routes.embeddings(self, ex)),
+            ("POST", "/v1/responses"): ("openai", lambda ex: responses_routes.create(self, ex)),
         }
 
     def __repr__(self) -> str:

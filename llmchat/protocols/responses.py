@@ -1,0 +1,356 @@
+"""Rewrites a decoded OpenAI chat-completion stream as OpenAI Responses API events.
+
+A Responses client reads one response as server-sent events, each with a
+``sequence_number`` counting from 0: ``response.created`` and
+``response.in_progress``, then output items one after another (each
+``response.output_item.added``, its parts and deltas, ``response.output_item.done``),
+then one of ``response.completed``, ``response.incomplete`` or ``response.failed``
+carrying the whole response with its usage. Upstream reasoning becomes a
+``reasoning`` item (``reasoning_text`` deltas), text a ``message`` item
+(``output_text`` deltas) and each tool call a ``function_call`` item
+(``function_call_arguments`` deltas). Items never interleave: the open one is
+closed before the next opens.
+
+A tool call whose arguments are not one JSON object never becomes a finished
+``function_call`` item: the stream ends with ``response.failed`` and a generic
+message (the parser-rejection rule), so a client never runs a tool on
+arguments nobody wrote.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .. import wire_json
+from ..tools import decode_arguments, slot_for_fragment
+from .chunk_fields import int_or_none, reasoning_text, tool_fragment
+from .responses_objects import (
+    FAILED_CODE,
+    Echo,
+    function_call_item,
+    message_item,
+    new_id,
+    output_text_part,
+    reasoning_item,
+    reasoning_text_part,
+    response_object,
+    status_for,
+    usage_object,
+)
+from .translator import StreamTranslator
+
+__all__ = ["BAD_TOOL_CALL", "UPSTREAM_FAILED", "ResponsesStream"]
+
+BAD_TOOL_CALL: Final = "The upstream model produced a tool call that could not be read"
+"""The failure message for a tool call without a name or with undecodable arguments."""
+UPSTREAM_FAILED: Final = "The upstream server failed"
+"""The failure message for an in-band upstream error (its own text is never passed on)."""
+_CLOSE_FAILED: Final = "The stream could not be closed"
+
+
+class _Item:
+    """One output item: where it stands in ``output`` and what it holds so far."""
+
+    __slots__ = ("call_id", "id", "index", "kind", "name", "parts")
+
+    def __init__(self, kind: str, index: int, item_id: str) -> None:
+        self.kind = kind  # "reasoning", "message" or "function_call"
+        self.index = index
+        self.id = item_id
+        self.parts: list[str] = []
+        self.call_id = ""
+        self.name = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def shape(self, status: str) -> dict[str, Any]:
+        if self.kind == "reasoning":
+            return reasoning_item(self.id, self.text, status)
+        if self.kind == "message":
+            return message_item(self.id, self.text, status)
+        return function_call_item(self.id, self.call_id, self.name, self.text, status)
+
+
+class _Call:
+    """One upstream tool call on its way to becoming one ``function_call`` item."""
+
+    __slots__ = ("buffered", "id", "item", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.buffered: list[str] = []  # arguments that came before the name
+        self.item: _Item | None = None
+
+
+class ResponsesStream(StreamTranslator):
+    """Translate one OpenAI chat stream into Responses API server-sent events.
+
+    `echo` is what the response object repeats of the request (its ``model``
+    names the response). Call `start` once, `delta` per decoded OpenAI chunk,
+    then `finish` when the upstream is done, or `error_event` to fail the response.
+    """
+
+    content_type = "text/event-stream"
+
+    def __init__(
+        self, echo: Echo, *, response_id: str | None = None, created_at: int | None = None
+    ) -> None:
+        super().__init__(str(echo.get("model") or ""))
+        self._echo = echo
+        self.response_id = response_id or new_id("resp")
+        self._created_at = int(time.time()) if created_at is None else created_at
+        self._sequence = 0
+        self._items: list[_Item] = []
+        self._done: dict[int, dict[str, Any]] = {}
+        self._open: _Item | None = None
+        self._calls: list[_Call] = []
+        self._call_by_key: dict[Any, _Call] = {}
+        self._cached_tokens: int | None = None
+        self._reasoning_tokens: int | None = None
+        self._out: list[bytes] = []
+
+    # -- public API -------------------------------------------------------
+
+    def start(self) -> bytes:
+        """``response.created`` and ``response.in_progress``."""
+        snapshot = self._response("in_progress")
+        self._emit("response.created", {"response": snapshot})
+        self._emit("response.in_progress", {"response": snapshot})
+        return self._take()
+
+    def delta(self, chunk: Any) -> bytes:
+        """What one decoded OpenAI chunk becomes; an in-band upstream error fails the response."""
+        if not self._finished and isinstance(chunk, Mapping) and chunk.get("error") is not None:
+            return self.error_event(502, UPSTREAM_FAILED)
+        return super().delta(chunk)
+
+    def finish(
+        self,
+        reason: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> bytes:
+        """Close the open item and end with ``response.completed`` or ``response.incomplete``.
+
+        `reason` is an OpenAI ``finish_reason`` that overrides the one the stream
+        carried (``length`` makes the response incomplete for
+        ``max_output_tokens``). A tool call left unnamed or with undecodable
+        arguments fails the response instead. ``b""`` if the stream already ended.
+        """
+        if self._finished:
+            return b""
+        if any(not self._readable(call) for call in self._calls):
+            return self.error_event(502, BAD_TOOL_CALL)
+        self._out = []
+        try:
+            self._override_counts(input_tokens, output_tokens)
+            status, details = status_for(reason or self._finish_reason)
+            self._close("incomplete" if status == "incomplete" else "completed")
+            final = self._response(status, details)
+            self._emit(f"response.{status}", {"response": final})
+            data = self._take()
+        except Exception:
+            self._out = []
+            return self.error_event(500, _CLOSE_FAILED)
+        self._finished = True
+        return data
+
+    def error_event(self, status: int, message: str) -> bytes:
+        """End with ``response.failed`` (what was produced is kept in its output); ``b""``
+        if the stream already ended. `status` is not sent: the event has no place for it."""
+        if self._finished:
+            return b""
+        self._finished = True
+        self._errored = True
+        error = {"code": FAILED_CODE, "message": str(message)}
+        self._out = []
+        try:
+            self._emit("response.failed", {"response": self._response("failed", error=error)})
+        except Exception:
+            # e.g. a lone surrogate in the message: UTF-8 cannot carry it.
+            self._out = []
+            error["message"] = UPSTREAM_FAILED
+            self._emit("response.failed", {"response": self._response("failed", error=error)})
+        return self._take()
+
+    # -- chunk handling ---------------------------------------------------
+
+    def _note(self, chunk: Mapping[str, Any]) -> None:
+        super()._note(chunk)
+        usage = chunk.get("usage")
+        if not isinstance(usage, Mapping):
+            return
+        for block, key, name in (
+            ("prompt_tokens_details", "cached_tokens", "_cached_tokens"),
+            ("completion_tokens_details", "reasoning_tokens", "_reasoning_tokens"),
+        ):
+            details = usage.get(block)
+            count = int_or_none(details.get(key)) if isinstance(details, Mapping) else None
+            if count is not None:
+                setattr(self, name, count)
+
+    def _choice(self, delta: Mapping[str, Any], finish_reason: str | None) -> bytes:
+        self._out = []
+        thinking = reasoning_text(delta)
+        if thinking:
+            self._write("reasoning", thinking)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._write("message", content)
+            self._content_bytes += len(content.encode("utf-8"))
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, list):
+                raise TypeError("tool_calls is not a list")
+            for position, fragment in enumerate(tool_calls):
+                if isinstance(fragment, Mapping):
+                    self._write_call(fragment, position)
+        return self._take()
+
+    def _salvage(self) -> bytes:
+        # Events already built match the state; the failure follows exactly them.
+        return self._take()
+
+    def _write(self, kind: str, text: str) -> None:
+        item = self._open
+        if item is None or item.kind != kind:
+            item = self._open_item(kind, new_id("rs" if kind == "reasoning" else "msg"))
+            part = reasoning_text_part("") if kind == "reasoning" else output_text_part("")
+            self._emit("response.content_part.added", {**self._at(item, 0), "part": part})
+        item.parts.append(text)
+        if kind == "reasoning":
+            self._emit("response.reasoning_text.delta", {**self._at(item, 0), "delta": text})
+        else:
+            fields = {**self._at(item, 0), "delta": text, "logprobs": []}
+            self._emit("response.output_text.delta", fields)
+
+    def _write_call(self, fragment: Mapping[str, Any], position: int) -> None:
+        call = slot_for_fragment(fragment, position, self._calls, self._call_by_key, _Call)
+        call_id, name, arguments = tool_fragment(fragment)
+        call.id = call.id or call_id
+        call.name = call.name or name
+        item = call.item
+        if item is not None and item is not self._open:
+            if arguments:
+                raise ValueError("arguments for a tool call whose item is closed")
+            return
+        if item is None:
+            if arguments:
+                call.buffered.append(arguments)
+            if call.name:
+                self._open_call(call)
+            return
+        if arguments:
+            self._send_arguments(item, arguments)
+
+    def _open_call(self, call: _Call) -> None:
+        item = self._open_item("function_call", new_id("fc"), call)
+        buffered, call.buffered = call.buffered, []
+        for part in buffered:
+            self._send_arguments(item, part)
+
+    def _send_arguments(self, item: _Item, arguments: str) -> None:
+        item.parts.append(arguments)
+        self._emit(
+            "response.function_call_arguments.delta",
+            {"item_id": item.id, "output_index": item.index, "delta": arguments},
+        )
+
+    @staticmethod
+    def _readable(call: _Call) -> bool:
+        """True when `call` became an item whose arguments are one JSON object (or none)."""
+        if call.item is None:
+            return False
+        _, _, undecodable = decode_arguments(call.item.text)
+        return not undecodable
+
+    # -- items and framing ------------------------------------------------
+
+    def _open_item(self, kind: str, item_id: str, call: _Call | None = None) -> _Item:
+        self._close("completed")
+        item = _Item(kind, len(self._items), item_id)
+        if call is not None:
+            item.call_id = call.id or new_id("call")
+            item.name = call.name
+            call.item = item
+        self._items.append(item)
+        self._open = item
+        self._emit(
+            "response.output_item.added",
+            {"output_index": item.index, "item": item.shape("in_progress")},
+        )
+        return item
+
+    def _close(self, status: str) -> None:
+        """Close the open item; a function call's arguments must read as one JSON object."""
+        item, self._open = self._open, None
+        if item is None:
+            return
+        text = item.text
+        if item.kind == "function_call":
+            call = next(c for c in self._calls if c.item is item)
+            if not self._readable(call):
+                raise ValueError("a tool call's arguments are not a JSON object")
+            self._emit(
+                "response.function_call_arguments.done",
+                {"item_id": item.id, "output_index": item.index, "arguments": text},
+            )
+        else:
+            reasoning = item.kind == "reasoning"
+            part = reasoning_text_part(text) if reasoning else output_text_part(text)
+            done = "response.reasoning_text.done" if reasoning else "response.output_text.done"
+            extra: dict[str, Any] = {} if reasoning else {"logprobs": []}
+            self._emit(done, {**self._at(item, 0), "text": text, **extra})
+            self._emit("response.content_part.done", {**self._at(item, 0), "part": part})
+        shaped = item.shape(status)
+        self._done[item.index] = shaped
+        self._emit("response.output_item.done", {"output_index": item.index, "item": shaped})
+
+    def _output(self) -> list[dict[str, Any]]:
+        """Every item so far: finished ones as sent, an open one as it stands (incomplete)."""
+        return [self._done.get(i.index) or i.shape("incomplete") for i in self._items]
+
+    def _response(
+        self,
+        status: str,
+        incomplete_details: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        usage = None
+        if status != "in_progress":
+            usage = usage_object(
+                self._input_tokens,
+                self._output_tokens,
+                self._cached_tokens,
+                self._reasoning_tokens,
+            )
+        return response_object(
+            self._echo,
+            response_id=self.response_id,
+            created_at=self._created_at,
+            status=status,
+            output=self._output() if status != "in_progress" else [],
+            usage=usage,
+            error=error,
+            incomplete_details=incomplete_details,
+            model=str(self._echo.get("model") or "") or self._model,
+        )
+
+    @staticmethod
+    def _at(item: _Item, content_index: int) -> dict[str, Any]:
+        return {"item_id": item.id, "output_index": item.index, "content_index": content_index}
+
+    def _emit(self, name: str, fields: Mapping[str, Any]) -> None:
+        body = {"type": name, "sequence_number": self._sequence, **fields}
+        data = wire_json.encode_data(body)  # may raise: the number is used only once sent
+        self._sequence += 1
+        self._out.append(b"event: " + name.encode("ascii") + b"\ndata: " + data + b"\n\n")
+
+    def _take(self) -> bytes:
+        data, self._out = b"".join(self._out), []
+        return data

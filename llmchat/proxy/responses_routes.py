@@ -1,0 +1,109 @@
+"""``POST /v1/responses``: the Responses face's handler and what its client gets back.
+
+The body is translated (`responses_face`) before any upstream I/O; a refusal
+is OpenAI's 400 with the ``param`` it names. The chat request then runs
+through the app's one completion path (`ProxyApp._complete`) with a
+`ResponsesAnswer`: a stream of Responses events, or the whole Response object.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..protocols.responses import BAD_TOOL_CALL, ResponsesStream
+from ..protocols.responses_objects import (
+    Echo,
+    function_call_item,
+    message_item,
+    new_id,
+    reasoning_item,
+    response_object,
+    status_for,
+    usage_object,
+)
+from ..response import Response
+from .answers import Answer
+from .responses_face import Unsupported, error_body, responses_request
+
+if TYPE_CHECKING:
+    from .app import ProxyApp, _Exchange
+
+__all__ = ["ResponsesAnswer", "create"]
+
+
+def create(app: ProxyApp, exchange: _Exchange) -> Iterable[bytes]:
+    """Answer one ``POST /v1/responses``."""
+    body = app._read_json(exchange)
+    try:
+        request, echo = responses_request(body)
+    except (ValueError, TypeError) as exc:
+        code = "unsupported_parameter" if isinstance(exc, Unsupported) else "invalid_value"
+        exchange.event.ok = False
+        exchange.event.error_type = "invalid_request"
+        return app._json(exchange, 400, error_body(str(exc), code=code))
+    try:
+        return app._complete(exchange, request, ResponsesAnswer(echo))
+    except UnreadableToolCall:
+        # Non-streaming only (a stream fails in band): the client gets no call to run.
+        exchange.event.error_type = "response"
+        return app._error(exchange, 502, BAD_TOOL_CALL, "response")
+
+
+class UnreadableToolCall(Exception):
+    """The upstream's answer holds a tool call without a name or with undecodable arguments."""
+
+
+class ResponsesAnswer(Answer):
+    """``/v1/responses``: Responses API events, or one Response object."""
+
+    def __init__(self, echo: Echo) -> None:
+        self.echo = echo
+
+    def stream(self) -> ResponsesStream:
+        return ResponsesStream(self.echo)
+
+    def body(self, response: Response) -> dict[str, Any]:
+        """The whole Response object for a settled upstream `response`.
+
+        Raises `UnreadableToolCall` rather than hand a client a call nobody wrote.
+        """
+        output: list[dict[str, Any]] = []
+        status, details = status_for(response.finish_reason)
+        text, reasoning = response.msg, response.reasoning_text
+        if reasoning:
+            # The last item is the one a token limit cut short, as in the stream.
+            last = not (text or response.tool_calls)
+            output.append(reasoning_item(new_id("rs"), reasoning, status if last else "completed"))
+        if text or not (reasoning or response.tool_calls):
+            output.append(message_item(new_id("msg"), text, status))
+        for call in response.tool_calls:
+            if call.arguments_undecodable or not call.name:
+                raise UnreadableToolCall
+            entry = call.to_openai()
+            output.append(
+                function_call_item(
+                    new_id("fc"),
+                    call.id or new_id("call"),
+                    call.name,
+                    entry["function"]["arguments"],
+                    "completed",
+                )
+            )
+        usage = usage_object(
+            response.prompt_tokens,
+            response.completion_tokens,
+            response.cached_tokens,
+            response.reasoning_tokens,
+        )
+        return response_object(
+            self.echo,
+            response_id=new_id("resp"),
+            created_at=int(time.time()),
+            status=status,
+            output=output,
+            usage=usage,
+            incomplete_details=details,
+            model=str(self.echo.get("model") or "") or response.model,
+        )

@@ -1,0 +1,229 @@
+"""The Responses face's request translation: /v1/responses bodies in, OpenAI chat bodies out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from llmchat.errors import InvalidArgumentError, InvalidTypeError
+from llmchat.proxy.responses_face import Unsupported, error_body, responses_request
+
+
+def req(**fields: Any) -> dict[str, Any]:
+    return {"model": "m", "input": "hi", **fields}
+
+
+def test_minimal_request_and_echo() -> None:
+    chat, echo = responses_request(req())
+    assert chat == {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False}
+    assert echo["model"] == "m" and echo["tools"] == [] and echo["instructions"] is None
+
+
+def test_absent_or_false_store_is_not_stored() -> None:
+    for fields in ({}, {"store": False}, {"store": None}):
+        chat, _ = responses_request(req(**fields))
+        assert "store" not in chat
+
+
+def test_settings_translate() -> None:
+    chat, echo = responses_request(
+        req(
+            max_output_tokens=40.0,
+            temperature=0.5,
+            top_p=0.9,
+            parallel_tool_calls=False,
+            reasoning={"effort": "minimal", "summary": "auto"},
+            text={"format": {"type": "json_object"}, "verbosity": "low"},
+            include=["reasoning.encrypted_content"],
+            metadata={"k": "v"},
+            truncation="auto",
+            user="u",
+        )
+    )
+    assert chat["max_tokens"] == 40 and chat["temperature"] == 0.5 and chat["top_p"] == 0.9
+    assert chat["parallel_tool_calls"] is False and chat["reasoning_effort"] == "minimal"
+    assert chat["response_format"] == {"type": "json_object"}
+    assert not {"include", "metadata", "truncation", "user", "text"} & set(chat)
+    assert echo["reasoning"] == {"effort": "minimal", "summary": "auto"}
+    assert echo["metadata"] == {"k": "v"} and echo["max_output_tokens"] == 40
+
+
+def test_json_schema_format() -> None:
+    fmt = {"type": "json_schema", "name": "n", "schema": {"type": "object"}, "strict": True}
+    chat, echo = responses_request(req(text={"format": fmt}))
+    assert chat["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True},
+    }
+    assert echo["text"] == {"format": fmt}
+
+
+def test_images_and_parts() -> None:
+    chat, _ = responses_request(
+        req(
+            input=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "see"},
+                        {"type": "input_image", "image_url": "data:image/png;base64,AA=="},
+                        {"type": "input_image", "image_url": "https://x/y.png", "detail": "low"},
+                    ],
+                }
+            ]
+        )
+    )
+    assert chat["messages"][0]["content"] == [
+        {"type": "text", "text": "see"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+        {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
+    ]
+
+
+def test_calls_join_the_assistant_turn_and_reasoning_is_dropped() -> None:
+    chat, _ = responses_request(
+        req(
+            input=[
+                {"role": "user", "content": "q"},
+                {
+                    "type": "reasoning",
+                    "id": "rs",
+                    "summary": [{"type": "summary_text", "text": "t"}],
+                },
+                {"role": "assistant", "content": [{"type": "output_text", "text": "Let me."}]},
+                {"type": "function_call", "call_id": "a", "name": "f", "arguments": ""},
+                {"type": "function_call", "call_id": "b", "name": "g", "arguments": '{"x":1}'},
+                {
+                    "type": "function_call_output",
+                    "call_id": "a",
+                    "output": [
+                        {"type": "input_text", "text": "one "},
+                        {"type": "input_text", "text": "two"},
+                    ],
+                },
+                {"type": "function_call_output", "call_id": "b", "output": "3"},
+            ]
+        )
+    )
+    assert chat["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": "Let me.",
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "g", "arguments": '{"x":1}'}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "one two"},
+        {"role": "tool", "tool_call_id": "b", "content": "3"},
+    ]
+
+
+def test_a_later_system_message_stays_in_place() -> None:
+    chat, _ = responses_request(
+        req(
+            instructions="first",
+            input=[
+                {"role": "system", "content": "second"},
+                {"role": "user", "content": "q"},
+                {"role": "developer", "content": "late"},
+            ],
+        )
+    )
+    assert chat["messages"] == [
+        {"role": "system", "content": "first\n\nsecond"},
+        {"role": "user", "content": "q"},
+        {"role": "system", "content": "late"},
+    ]
+
+
+def test_tool_choices() -> None:
+    tools = [{"type": "function", "name": "f"}, {"type": "function", "name": "g"}]
+    chat, _ = responses_request(req(tools=tools, tool_choice="required"))
+    assert chat["tool_choice"] == "required" and len(chat["tools"]) == 2
+    assert chat["tools"][0]["function"]["parameters"] == {"type": "object", "properties": {}}
+    allowed = {
+        "type": "allowed_tools",
+        "mode": "required",
+        "tools": [{"type": "function", "name": "g"}],
+    }
+    chat, echo = responses_request(req(tools=tools, tool_choice=allowed))
+    assert chat["tool_choice"] == "required"
+    assert [t["function"]["name"] for t in chat["tools"]] == ["g"]
+    assert echo["tool_choice"] == allowed and len(echo["tools"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "param"),
+    [
+        ({"previous_response_id": "r"}, Unsupported, "previous_response_id"),
+        ({"conversation": "c"}, Unsupported, "conversation"),
+        ({"store": True}, Unsupported, "store"),
+        ({"store": "yes"}, InvalidTypeError, "store"),
+        ({"background": True}, Unsupported, "background"),
+        ({"tools": [{"type": "file_search"}]}, Unsupported, "tools[0].type"),
+        ({"tools": [{"type": "custom", "name": "apply_patch"}]}, Unsupported, "tools[0].type"),
+        ({"tool_choice": {"type": "web_search_preview"}}, Unsupported, "tool_choice.type"),
+        (
+            {"tool_choice": {"type": "function", "name": "zz"}},
+            InvalidArgumentError,
+            "tool_choice.name",
+        ),
+        ({"tool_choice": "sometimes"}, InvalidArgumentError, "tool_choice"),
+        ({"model": ""}, InvalidArgumentError, "model"),
+        ({"model": None}, InvalidTypeError, "model"),
+        ({"input": None}, InvalidArgumentError, "input"),
+        ({"input": []}, InvalidArgumentError, "input"),
+        ({"input": 3}, InvalidTypeError, "input"),
+        ({"input": [{"type": "web_search_call"}]}, Unsupported, "input[0].type"),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_file"}]}]},
+            Unsupported,
+            "input[0].content[0].type",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
+            Unsupported,
+            "input[0].content[0].file_id",
+        ),
+        ({"input": [{"role": "system", "content": "only"}]}, InvalidArgumentError, "input"),
+        (
+            {"input": [{"type": "function_call", "call_id": "", "name": "f"}]},
+            InvalidArgumentError,
+            "input[0].call_id",
+        ),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "a", "output": 1}]},
+            InvalidTypeError,
+            "input[0].output",
+        ),
+        ({"max_output_tokens": 0}, InvalidArgumentError, "max_output_tokens"),
+        ({"temperature": float("nan")}, InvalidArgumentError, "temperature"),
+        ({"reasoning": {"effort": "huge"}}, InvalidArgumentError, "reasoning.effort"),
+        ({"text": {"format": {"type": "yaml"}}}, InvalidArgumentError, "text.format.type"),
+        (
+            {"text": {"format": {"type": "json_schema", "name": "n"}}},
+            InvalidTypeError,
+            "text.format.schema",
+        ),
+        ({"stream": "yes"}, InvalidTypeError, "stream"),
+    ],
+)
+def test_errors_name_the_param(fields: dict[str, Any], error: type[Exception], param: str) -> None:
+    with pytest.raises(error) as raised:
+        responses_request(req(**fields))
+    assert str(raised.value).startswith(param + ": ")
+    assert error_body(str(raised.value))["error"]["param"] == param
+
+
+def test_error_body_shape() -> None:
+    assert error_body("store: no", code="unsupported_parameter") == {
+        "error": {
+            "message": "store: no",
+            "type": "invalid_request_error",
+            "param": "store",
+            "code": "unsupported_parameter",
+        }
+    }
+    assert error_body("The request body is not valid JSON")["error"]["param"] is None
