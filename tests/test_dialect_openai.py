@@ -83,3 +83,15 @@ def test_usage_fields_keep_zero() -> None:
     fields = usage_fields({"model": "m", "usage": {"prompt_tokens": 0, "completion_tokens": 2}})
     assert fields["prompt_tokens"] == 0 and fields["completion_tokens"] == 2
     assert fields["model"] == "m"
+
+
+def test_usage_fields_read_the_responses_spellings_where_the_usual_ones_are_absent() -> None:
+    usage = {"input_tokens": 7, "output_tokens": 3, "input_tokens_details": {"cached_tokens": 4}}
+    fields = usage_fields({"usage": usage})
+    assert (fields["prompt_tokens"], fields["completion_tokens"], fields["cached_tokens"]) == (
+        7,
+        3,
+        4,
+    )
+    both = usage_fields({"usage": {"prompt_tokens": 5, "input_tokens": 9, "output_tokens": 1}})
+    assert (both["prompt_tokens"], both["completion_tokens"]) == (5, 1)  # the usual name wins

@@ -184,6 +184,8 @@ def _content_parts(content: Any) -> tuple[str, str]:
 
 
 _USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
+# Some OpenAI-compatible gateways spell the counts as the Responses API does.
+_USAGE_ALIASES: Final = (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens"))
 
 
 def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,7 +194,9 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     Reads ``usage.{prompt,completion,total}_tokens``,
     ``usage.prompt_tokens_details.cached_tokens``,
     ``usage.completion_tokens_details.reasoning_tokens``, the raw ``usage``
-    block, and ``model``. A count of 0 is kept: 0 is a real value.
+    block, and ``model``; ``input_tokens``/``output_tokens`` (and
+    ``input_tokens_details.cached_tokens``) where the usual names are absent.
+    A count of 0 is kept: 0 is a real value.
     """
     fields: dict[str, Any] = {}
     model = payload.get("model")
@@ -205,7 +209,12 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     for key in _USAGE_KEYS:
         if is_count(usage.get(key)):
             fields[key] = usage[key]
+    for alias, key in _USAGE_ALIASES:
+        if key not in fields and is_count(usage.get(alias)):
+            fields[key] = usage[alias]
     cached = _detail(usage, "prompt_tokens_details", "cached_tokens")
+    if cached is None:
+        cached = _detail(usage, "input_tokens_details", "cached_tokens")
     if cached is not None:
         fields["cached_tokens"] = cached
     reasoning = _detail(usage, "completion_tokens_details", "reasoning_tokens")
