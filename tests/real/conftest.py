@@ -82,6 +82,15 @@ def chatml_server(
 
 
 @pytest.fixture(scope="session")
+def embedding_server(
+    binary: str, model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    """A server that also answers `/v1/embeddings` (mean pooling), chatml for chat."""
+    args = ["--embeddings", "--pooling", "mean", "--chat-template", "chatml"]
+    yield from _serve(binary, model, args, tmp_path_factory, "embeddings")
+
+
+@pytest.fixture(scope="session")
 def reasoning_server(
     binary: str, model: Path, template_file: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlamaServer]:

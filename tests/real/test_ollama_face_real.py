@@ -10,8 +10,6 @@ reasoning template's thinking off, and that cached prompt tokens are its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,21 +18,13 @@ import requests
 from llmchat import OpenAICommon
 
 from ..proxy_support import running_proxy
-from .conftest import LlamaServer, _serve
+from .conftest import LlamaServer
 
 ollama = pytest.importorskip("ollama")
 
 WAIT = 30.0
 OPTIONS = {"num_predict": 8, "temperature": 0, "seed": 1}
 ASK = [{"role": "user", "content": "Think, then say hi."}]
-
-
-@pytest.fixture(scope="module")
-def embedding_server(
-    binary: str, model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LlamaServer]:
-    args = ["--embeddings", "--pooling", "mean", "--chat-template", "chatml"]
-    yield from _serve(binary, model, args, tmp_path_factory, "embeddings")
 
 
 def _proxy(server: LlamaServer) -> Any:

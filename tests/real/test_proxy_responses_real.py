@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from llmchat import OpenAICommon, Settings
 
 from ..proxy_support import UsageSink, running_proxy
 from ..responses_support import WEATHER_TOOL, check_numbering
-from .conftest import LlamaServer, _serve, wait_until
+from .conftest import LlamaServer, wait_until
 from .test_llamacpp import HELLO, slots_idle
 from .tiny_model import MODEL_PARAMS
 
@@ -39,15 +38,6 @@ def _upstream(server: LlamaServer) -> OpenAICommon:
 def server(chatml_server: LlamaServer) -> Iterator[LlamaServer]:
     assert wait_until(lambda: slots_idle(chatml_server), 10), "a slot is still busy"
     yield chatml_server
-
-
-@pytest.fixture(scope="module")
-def embedding_server(
-    binary: str, model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LlamaServer]:
-    yield from _serve(
-        binary, model, ["--embeddings", "--pooling", "mean"], tmp_path_factory, "embeddings"
-    )
 
 
 @contextlib.contextmanager
