@@ -17,7 +17,8 @@ from ..protocols.anthropic import AnthropicStream, stop_reason_for
 from ..protocols.ollama import OllamaStream
 from ..response import Response
 from . import anthropic_face, ollama_face
-from .upstream import openai_chunk
+from .overflow import context_overflow
+from .upstream import Failure, failure_of, openai_chunk
 
 __all__ = ["Answer", "AnthropicAnswer", "OllamaAnswer"]
 
@@ -34,6 +35,10 @@ class Answer:
 
     def body(self, response: Response) -> dict[str, Any]:
         raise NotImplementedError
+
+    def failure(self, response: Response) -> Failure:
+        """What the failed `response` tells this face's client (`failure_of`'s fixed words)."""
+        return failure_of(response)
 
 
 class OllamaAnswer(Answer):
@@ -94,12 +99,33 @@ class AnthropicAnswer(Answer):
             "enabled",
             "adaptive",
         )
+        max_tokens = body.get("max_tokens")
+        # Validated by the face's translation before any answer is made.
+        self.max_tokens = max_tokens if type(max_tokens) is int else None
 
     def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
         return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
 
     def stream(self) -> AnthropicStream:
-        return AnthropicStream(self.model)
+        return AnthropicStream(self.model, max_tokens=self.max_tokens)
+
+    def failure(self, response: Response) -> Failure:
+        """`failure_of`, but a prompt over the context is Anthropic's ``prompt is too long``.
+
+        Claude Code compacts its conversation on those words; only the
+        upstream's token counts travel, never its text.
+        """
+        failure = failure_of(response)
+        overflow = context_overflow(response)
+        if overflow is None:
+            return failure
+        message = "prompt is too long for the model's context window"
+        if overflow.prompt_tokens is not None and overflow.context_tokens is not None:
+            message = (
+                f"prompt is too long: {overflow.prompt_tokens} tokens > "
+                f"{overflow.context_tokens} maximum"
+            )
+        return Failure(400, message, failure.error_class)
 
     def body(self, response: Response) -> dict[str, Any]:
         return anthropic_face.message_body(
@@ -108,7 +134,12 @@ class AnthropicAnswer(Answer):
             text=response.msg,
             thinking=response.reasoning_text if self.thinking else None,
             tool_calls=list(response.tool_calls),
-            stop_reason=stop_reason_for(response.finish_reason, bool(response.tool_calls)),
+            stop_reason=stop_reason_for(
+                response.finish_reason,
+                bool(response.tool_calls),
+                output_tokens=response.completion_tokens,
+                max_tokens=self.max_tokens,
+            ),
             input_tokens=response.prompt_tokens,
             output_tokens=response.completion_tokens,
         )

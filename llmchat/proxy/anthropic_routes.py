@@ -1,0 +1,159 @@
+"""The proxy's Anthropic routes: ``POST /v1/messages`` and ``/v1/messages/count_tokens``.
+
+What Claude Code needs beyond the translation (`anthropic_face`):
+
+- a stream whose upstream is silent (prefill, hidden reasoning, a tool call
+  being generated) gets ``ping`` events every `ping_interval` seconds. The
+  proxy first waits up to one interval for output, so an upstream that fails
+  at once still gets a real HTTP status; past that the headers,
+  ``message_start`` and a ``ping`` go out, and a later failure is an
+  Anthropic ``error`` event (`PingingStreamBody`);
+- token counts come from the upstream's own template and tokenizer
+  (`token_count`);
+- with `drop_billing_header`, a system text block starting
+  ``x-anthropic-billing-header:`` (a per-request nonce Claude Code sends) is
+  dropped, so the upstream's prefix cache keeps matching from the first token;
+- the ``anthropic-beta`` header is accepted and ignored (logged at DEBUG).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..tokens import TokenizerError
+from . import anthropic_face
+from .answers import AnthropicAnswer
+from .anthropic_body import PingingStreamBody
+from .bodies import STREAM_HEADERS
+from .token_count import count_tokens
+
+if TYPE_CHECKING:
+    from .app import ProxyApp, _Exchange
+
+__all__ = ["BILLING_HEADER_PREFIX", "AnthropicRoutes", "without_billing_header"]
+
+log = logging.getLogger("llmchat.proxy")
+
+BILLING_HEADER_PREFIX: Final = "x-anthropic-billing-header:"
+"""How the system text block Claude Code stamps with a per-request nonce begins."""
+
+DEFAULT_PING_INTERVAL: Final = 5.0
+_NO_TOKENIZER: Final = "count_tokens needs an upstream with a tokenizer (llama.cpp, KoboldCpp)"
+
+
+def without_billing_header(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`body` without its system text blocks that start with `BILLING_HEADER_PREFIX`.
+
+    Only whole blocks of a list ``system`` go; a string ``system`` is the
+    client's prompt and stays. `body` itself is not changed.
+    """
+    system = body.get("system")
+    if not isinstance(system, list):
+        return body
+    kept = [block for block in system if not _is_billing_block(block)]
+    if len(kept) == len(system):
+        return body
+    return {**body, "system": kept}
+
+
+def _is_billing_block(block: Any) -> bool:
+    if not isinstance(block, Mapping) or block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return isinstance(text, str) and text.startswith(BILLING_HEADER_PREFIX)
+
+
+def check_ping_interval(value: Any) -> float | None:
+    """`make_app`'s `ping_interval`: seconds > 0 and finite, or None for no pings."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTypeError(
+            f"ping_interval must be a number of seconds or None, got {type(value).__name__}"
+        )
+    if not 0 < value < float("inf"):
+        raise InvalidArgumentError(f"ping_interval must be > 0 and finite, got {value}")
+    return float(value)
+
+
+class AnthropicRoutes:
+    """The Anthropic face's two routes, over `app`'s upstream, answers and usage record."""
+
+    def __init__(
+        self,
+        app: ProxyApp,
+        *,
+        ping_interval: float | None = DEFAULT_PING_INTERVAL,
+        drop_billing_header: bool = False,
+    ) -> None:
+        if not isinstance(drop_billing_header, bool):
+            raise InvalidTypeError("drop_billing_header must be a bool")
+        self._app = app
+        self.ping_interval = check_ping_interval(ping_interval)
+        self.drop_billing_header = drop_billing_header
+
+    def _body(self, exchange: _Exchange) -> Mapping[str, Any]:
+        body: Mapping[str, Any] = self._app._read_json(exchange)
+        beta = exchange.environ.get("HTTP_ANTHROPIC_BETA")
+        if beta:
+            # Betas name features of Anthropic's own servers; the translation needs none.
+            log.debug("anthropic-beta ignored: %.200s", beta)
+        return without_billing_header(body) if self.drop_billing_header else body
+
+    def messages(self, exchange: _Exchange) -> Iterable[bytes]:
+        """``POST /v1/messages``: the translated request through the upstream, answered back."""
+        body = self._body(exchange)
+        request = anthropic_face.messages_request(body)
+        answer = AnthropicAnswer(body)
+        if not request.get("stream") or self.ping_interval is None:
+            return self._app._complete(exchange, request, answer)
+        return self._stream(exchange, request, answer, self.ping_interval)
+
+    def count_tokens(self, exchange: _Exchange) -> list[bytes]:
+        """``POST /v1/messages/count_tokens``: the upstream's own count of the prompt."""
+        body = self._body(exchange)
+        # Counting takes no max_tokens; the translation requires one, and it is not counted.
+        request = anthropic_face.messages_request({**body, "max_tokens": 1})
+        try:
+            count = count_tokens(self._app.upstream, request, body)
+        except TokenizerError as exc:
+            log.info("count_tokens: %s", exc)
+            return self._app._error(exchange, 404, _NO_TOKENIZER, "not_found")
+        exchange.event.input_tokens = count
+        return self._app._json(exchange, 200, {"input_tokens": count})
+
+    def _stream(
+        self,
+        exchange: _Exchange,
+        request: dict[str, Any],
+        answer: AnthropicAnswer,
+        interval: float,
+    ) -> Iterable[bytes]:
+        app = self._app
+        exchange.event.stream = True
+        started = app._start(exchange, request)
+        if isinstance(started, list):
+            return started
+        response, watch = started
+        # Output within one interval, or a settled Response: answer as the other faces do.
+        ready = response.wait_for_content(interval)
+        if ready and response.is_done:
+            said = response.msg or response.reasoning_text or response.tool_calls
+            ended = None if said else app._ended_early(exchange, response, answer, watch)
+            if ended is not None:
+                return ended
+        translator = answer.stream()
+        exchange.begin(200, translator.content_type, STREAM_HEADERS)
+        return PingingStreamBody(
+            exchange.event,
+            lambda: app._record(exchange),
+            response,
+            translator,
+            answer,
+            watch,
+            interval=interval,
+            silent_start=not ready,
+        )
