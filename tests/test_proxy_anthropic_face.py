@@ -590,7 +590,8 @@ def test_message_body_validates(thinking: str | None, words: str, calls: list[To
     )
     expected: list[dict[str, Any]] = []
     if thinking:
-        expected.append({"type": "thinking", "thinking": thinking, "signature": thinking_signature(thinking)})
+        signature = thinking_signature(thinking)
+        expected.append({"type": "thinking", "thinking": thinking, "signature": signature})
     if words:
         expected.append({"type": "text", "text": words})
     expected.extend(call.to_anthropic_block() for call in calls)

@@ -8,6 +8,7 @@ the face modules; this is where a live `Response` meets them.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -18,7 +19,9 @@ from ..protocols.ollama import OllamaStream
 from ..response import Response
 from . import anthropic_face, ollama_face
 from .overflow import context_overflow
-from .upstream import Failure, failure_of, openai_chunk
+from .upstream import Failure, client_message, failure_of, is_truncation, openai_chunk
+
+log = logging.getLogger("llmchat.proxy")
 
 __all__ = ["Answer", "AnthropicAnswer", "OllamaAnswer"]
 
@@ -36,9 +39,20 @@ class Answer:
     def body(self, response: Response) -> dict[str, Any]:
         raise NotImplementedError
 
+    def complete(self, response: Response) -> bool:
+        """True when the settled `response` is an answer for this face's client, not an error.
+
+        A stop at the token limit is one: the client asked for that limit.
+        """
+        return response.is_success or is_truncation(response)
+
     def failure(self, response: Response) -> Failure:
         """What the failed `response` tells this face's client (`failure_of`'s fixed words)."""
         return failure_of(response)
+
+    def refused(self, response: Response) -> Failure | None:
+        """A failure this face makes of a Response the upstream finished; None to answer it."""
+        return None
 
 
 class OllamaAnswer(Answer):
@@ -104,7 +118,26 @@ class AnthropicAnswer(Answer):
         self.max_tokens = max_tokens if type(max_tokens) is int else None
 
     def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
+        if _undecodable(chunk.tool_calls):
+            # Skeid's rule: a parser rejection ends the stream with a generic error,
+            # never a tool_use the client would run with made-up input.
+            return {"error": {"message": "a tool call's arguments were not valid JSON"}}
         return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
+
+    def complete(self, response: Response) -> bool:
+        """Also a content filter's stop: Anthropic's client reads it as ``refusal``."""
+        filtered = (
+            response.error_class == "response"
+            and not response.is_cancelled
+            and response.finish_reason == "content_filter"
+        )
+        return filtered or super().complete(response)
+
+    def refused(self, response: Response) -> Failure | None:
+        """An undecodable tool call is the upstream's unusable answer, never ``input: {}``."""
+        if _undecodable(response.tool_calls):
+            return Failure(502, _UNUSABLE, "response")
+        return None
 
     def stream(self) -> AnthropicStream:
         return AnthropicStream(self.model, max_tokens=self.max_tokens)
@@ -143,6 +176,16 @@ class AnthropicAnswer(Answer):
             input_tokens=response.prompt_tokens,
             output_tokens=response.completion_tokens,
         )
+
+
+_UNUSABLE = client_message("response", None)
+
+
+def _undecodable(calls: Any) -> bool:
+    if any(getattr(call, "arguments_undecodable", False) for call in calls or ()):
+        log.warning("upstream sent a tool call whose arguments are not a JSON object")
+        return True
+    return False
 
 
 def _now() -> str:

@@ -45,25 +45,34 @@ _NO_TOKENIZER: Final = "count_tokens needs an upstream with a tokenizer (llama.c
 
 
 def without_billing_header(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`body` without its system text blocks that start with `BILLING_HEADER_PREFIX`.
+    """`body` without the billing line Claude Code stamps on its system blocks.
 
-    Only whole blocks of a list ``system`` go; a string ``system`` is the
-    client's prompt and stays. `body` itself is not changed.
+    The line (``x-anthropic-billing-header: cc_version=...; cch=<nonce>;``)
+    opens a text block of a list ``system``, normally a block of its own,
+    which then goes whole; text after the line's end stays. A string
+    ``system`` is the client's own prompt and stays as sent. `body` itself is
+    not changed.
     """
     system = body.get("system")
     if not isinstance(system, list):
         return body
-    kept = [block for block in system if not _is_billing_block(block)]
-    if len(kept) == len(system):
+    kept: list[Any] = []
+    for block in system:
+        text = block.get("text") if isinstance(block, Mapping) else None
+        if _type_of(block) != "text" or not isinstance(text, str):
+            kept.append(block)
+        elif not text.startswith(BILLING_HEADER_PREFIX):
+            kept.append(block)
+        elif "\n" in text:
+            kept.append({**block, "text": text.partition("\n")[2]})
+    if kept == system:
         return body
     return {**body, "system": kept}
 
 
-def _is_billing_block(block: Any) -> bool:
-    if not isinstance(block, Mapping) or block.get("type") != "text":
-        return False
-    text = block.get("text")
-    return isinstance(text, str) and text.startswith(BILLING_HEADER_PREFIX)
+def _type_of(block: Any) -> Any:
+    """A content block's ``type``; None for anything that is not a block."""
+    return block.get("type") if isinstance(block, Mapping) else None
 
 
 def check_ping_interval(value: Any) -> float | None:

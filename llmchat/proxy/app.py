@@ -37,7 +37,6 @@ from .upstream import (
     Upstream,
     UpstreamUnavailable,
     client_message,
-    is_truncation,
 )
 from .usage import CLIENT_ABORT_STATUS, UsageEvent, UsageLog
 from .usage_store import key_id_of, store_of
@@ -415,8 +414,11 @@ class ProxyApp:
             watch.stop()
             if watch.hung_up.is_set() or response.is_cancelled:
                 return self._client_gone(exchange, response)
-            if not response.is_success and not is_truncation(response):
+            if not answer.complete(response):
                 return self._upstream_error(exchange, answer.failure(response), watch)
+            refused = answer.refused(response)
+            if refused is not None:
+                return self._upstream_error(exchange, refused, watch)
             self._count(exchange, response)
             return self._json(exchange, 200, answer.body(response))
         chunks = iter(response)
@@ -449,7 +451,7 @@ class ProxyApp:
         if watch.hung_up.is_set() or response.is_cancelled:
             watch.stop()
             return self._client_gone(exchange, response)
-        if not response.is_success and not is_truncation(response):
+        if not answer.complete(response):
             watch.stop()
             return self._upstream_error(exchange, answer.failure(response), watch)
         return None

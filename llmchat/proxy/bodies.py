@@ -15,7 +15,7 @@ from ..response import Response
 from .answers import Answer
 from .hangup import HangupWatch
 from .relay_meter import RelayMeter
-from .upstream import Relay, RelayBroken, is_truncation
+from .upstream import Relay, RelayBroken
 from .usage import CLIENT_ABORT_STATUS, UsageEvent
 
 __all__ = ["STREAM_HEADERS", "RelayBody", "StreamBody"]
@@ -103,7 +103,7 @@ class StreamBody(_AccountedBody):
             response.wait()
             if self._watch.hung_up.is_set() or response.is_cancelled:
                 return  # nobody is reading; close() records the abort
-            if response.is_success or is_truncation(response):
+            if self._answer.complete(response):
                 data = translator.finish(None, response.prompt_tokens, response.completion_tokens)
             else:
                 failure = self._answer.failure(response)
