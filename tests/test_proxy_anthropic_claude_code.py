@@ -27,6 +27,7 @@ from llmchat.proxy import make_app
 from llmchat.proxy.anthropic_routes import without_billing_header
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer, WaitFor, Write
 
+from .proxy_servers import serve_proxy
 from .proxy_support import UsageSink, running_proxy
 from .test_proxy import (
     _CLIENTS,  # closed after each test by the autouse _close_clients
@@ -287,6 +288,39 @@ def test_hang_up_while_pinging_cancels_the_upstream(upstream):
     finally:
         release.set()
     assert usage["status"] == 499 and usage["error_type"] == "client_abort"
+
+
+def test_pings_and_hang_up_under_gunicorn(upstream, tmp_path):
+    """gunicorn's threaded workers: the pump thread, the pings and the hang-up watch."""
+    release = threading.Event()
+    upstream.set_script(
+        [
+            Reply.sse(
+                [_chunk({"content": "Late."}), _chunk({}, "stop")],
+                before_headers=[WaitFor(release, 30)],
+            ),
+            Reply.sse([_chunk({"content": "never"})], before_headers=[WaitFor(release, 30)]),
+        ]
+    )
+    options = ("--workers", "1", "--threads", "4", "--ping-interval", str(PING))
+    try:
+        with serve_proxy("gunicorn", upstream.url, tmp_path, gunicorn_args=options) as proxy:
+            seen = _read_all(proxy.url, _stream_body(), release)
+            release.clear()
+            raw = _RawStream(proxy.url, "/v1/messages", _stream_body())
+            events = raw.events()
+            assert next(events)[0] == "message_start" and next(events)[0] == "ping"
+            raw.response.close()
+            raw.close()
+            assert upstream.wait_for_requests(2, WAIT)
+            assert upstream.requests[1].disconnected.wait(WAIT), "the upstream never saw it"
+            usage = proxy.usage.wait(2, route="/v1/messages")
+    finally:
+        release.set()
+    names = [name for name, _ in seen]
+    assert names[:2] == ["message_start", "ping"] and names[-1] == "message_stop"
+    assert names.count("message_start") == 1
+    assert sorted(e["status"] for e in usage) == [200, 499]
 
 
 def test_a_fast_upstream_failure_still_gets_its_http_status(upstream):
@@ -668,3 +702,28 @@ def test_count_tokens_asks_an_anthropic_upstream(upstream):
         "system": [{"type": "text", "text": "be brief"}],
         "tools": TOOLS,
     }
+
+
+# -- the CLI options --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "interval", "drop"),
+    [
+        ((), 5.0, False),
+        (("--ping-interval", "0.5", "--drop-billing-header"), 0.5, True),
+        (("--ping-interval", "0"), None, False),
+    ],
+)
+def test_cli_options_reach_the_app(options, interval, drop):
+    from llmchat.cli import _parser
+    from llmchat.cli_proxy import _proxy_app
+
+    args = _parser().parse_args(["proxy", "--upstream", "http://127.0.0.1:9/v1", *options])
+    app, backend = _proxy_app(args)
+    try:
+        routes = app._routes[("POST", "/v1/messages")][1].__self__
+        assert (routes.ping_interval, routes.drop_billing_header) == (interval, drop)
+    finally:
+        app.close()
+        backend.close()
