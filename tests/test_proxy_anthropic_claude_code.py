@@ -25,6 +25,7 @@ from llmchat.backends.anthropic import Anthropic
 from llmchat.protocols.anthropic import thinking_signature
 from llmchat.proxy import make_app
 from llmchat.proxy.anthropic_routes import without_billing_header
+from llmchat.retry import Inference
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer, WaitFor, Write
 
 from .proxy_servers import serve_proxy
@@ -321,6 +322,43 @@ def test_pings_and_hang_up_under_gunicorn(upstream, tmp_path):
     assert names[:2] == ["message_start", "ping"] and names[-1] == "message_stop"
     assert names.count("message_start") == 1
     assert sorted(e["status"] for e in usage) == [200, 499]
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_pings_while_an_inference_chain_is_still_starting(fails):
+    """A chain returns only once a backend has content: its prefill is inside start()."""
+    release = threading.Event()
+    broken = ScriptedServer([Reply.error(500, "down")]).start()
+    late = (
+        Reply.error(503, "busy", before_headers=[WaitFor(release, 30)])
+        if fails
+        else Reply.sse(
+            [_chunk({"content": "From the second."}), _chunk({}, "stop"), _usage(2, 3)],
+            before_headers=[WaitFor(release, 30)],
+        )
+    )
+    slow = ScriptedServer([late]).start()
+    sink = UsageSink()
+    try:
+        with OpenAICommon(broken.url) as first, OpenAICommon(slow.url) as second:
+            chain = Inference([first, second], max_retries=0, timeout=WAIT)
+            with running_proxy(chain, ping_interval=PING, usage_log=sink) as url:
+                seen = _read_all(url, _stream_body(), release)
+                [usage] = sink.wait(1)
+    finally:
+        release.set()
+        broken.stop()
+        slow.stop()
+    names = [name for name, _ in seen]
+    assert names[:2] == ["message_start", "ping"] and names.count("message_start") == 1
+    if fails:
+        assert names[-1] == "error" and "message_stop" not in names
+        assert seen[-1][1]["error"]["type"] == "api_error"
+        assert usage["ok"] is False
+    else:
+        text = "".join(d["delta"]["text"] for n, d in seen if n == "content_block_delta")
+        assert text == "From the second." and names[-1] == "message_stop"
+        assert usage["ok"] and usage["output_tokens"] == 3
 
 
 def test_a_fast_upstream_failure_still_gets_its_http_status(upstream):

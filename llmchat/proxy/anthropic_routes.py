@@ -27,10 +27,14 @@ from ..tokens import TokenizerError
 from . import anthropic_face
 from .answers import AnthropicAnswer
 from .anthropic_body import PingingStreamBody
+from .anthropic_chain import ChainStartBody, Starting
 from .bodies import STREAM_HEADERS
+from .hangup import HangupWatch, client_socket
 from .token_count import count_tokens
+from .upstream import Call, Failure
 
 if TYPE_CHECKING:
+    from ..response import Response
     from .app import ProxyApp, _Exchange
 
 __all__ = ["BILLING_HEADER_PREFIX", "AnthropicRoutes", "without_billing_header"]
@@ -143,10 +147,47 @@ class AnthropicRoutes:
     ) -> Iterable[bytes]:
         app = self._app
         exchange.event.stream = True
-        started = app._start(exchange, request)
-        if isinstance(started, list):
-            return started
-        response, watch = started
+        if app.upstream.inference is None:
+            watched = app._start(exchange, request)
+            if isinstance(watched, list):
+                return watched
+            return self._answer_stream(exchange, answer, *watched, interval)
+        # An `Inference` chain returns only once a backend has content, so it
+        # starts on a thread: it may be silent through every attempt.
+        call = Call()
+        watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
+        try:
+            starting = Starting(app.upstream, request, call)
+            if starting.done.wait(interval):
+                started = starting.result()
+                if isinstance(started, Failure):
+                    watch.stop()
+                    return app._upstream_error(exchange, started, watch)
+                return self._answer_stream(exchange, answer, started, watch, interval)
+        except BaseException:
+            watch.stop()
+            raise
+        translator = answer.stream()
+        exchange.begin(200, translator.content_type, STREAM_HEADERS)
+        return ChainStartBody(
+            exchange.event,
+            lambda: app._record(exchange),
+            starting,
+            translator,
+            answer,
+            watch,
+            interval=interval,
+        )
+
+    def _answer_stream(
+        self,
+        exchange: _Exchange,
+        answer: AnthropicAnswer,
+        response: Response,
+        watch: HangupWatch,
+        interval: float,
+    ) -> Iterable[bytes]:
+        app = self._app
         # Output within one interval, or a settled Response: answer as the other faces do.
         ready = response.wait_for_content(interval)
         if ready and response.is_done:
