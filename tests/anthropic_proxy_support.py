@@ -115,15 +115,16 @@ class _RawStream:
 
 
 def _read_all(
-    url: str, body: dict[str, Any], release: threading.Event
+    url: str, body: dict[str, Any], release: threading.Event, *, after: str | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Every event of a streamed answer; `release` is set at the first ping (and at the end)."""
+    """Every event of a streamed answer; `release` is set at the first ping (the first one
+    after an `after` event, when given) and at the end."""
     raw = _RawStream(url, "/v1/messages", body)
     seen: list[tuple[str, dict[str, Any]]] = []
     try:
         for event in raw.events():
             seen.append(event)
-            if event[0] == "ping":
+            if event[0] == "ping" and (after is None or any(n == after for n, _ in seen)):
                 release.set()
     finally:
         release.set()
