@@ -177,6 +177,32 @@ def test_context_overflow_is_prompt_is_too_long(upstream, stream):
     }
 
 
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        (
+            "This model's maximum context length is 4096 tokens. However, your messages "
+            "resulted in 5000 tokens. Please reduce the length of the messages.",
+            "prompt is too long: 5000 tokens > 4096 maximum",
+        ),
+        (
+            "This model's maximum context length is 4096 tokens. However, you requested 5000 "
+            "tokens (4000 in the messages, 1000 in the completion).",
+            "prompt is too long for the model's context window",  # only with the budget
+        ),
+        # Any other 400, even one that mentions a context, is the fixed words.
+        ("context window exceeded on shard gpu-node-7", None),
+    ],
+)
+def test_other_servers_overflow_wordings(upstream, said, expected):
+    upstream.set_script([Reply.error(400, said, "invalid_request_error")])
+    with OpenAICommon(upstream.url) as b, running_proxy(b) as url:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            _client(url).messages.create(model="m", max_tokens=8, messages=HI)
+    message = info.value.body["error"]["message"]
+    assert message == (expected or "The upstream server rejected the request (HTTP 400)")
+
+
 def test_context_overflow_after_pings_is_an_error_event(upstream):
     release = threading.Event()
     upstream.set_script(

@@ -2,10 +2,12 @@
 
 llama-server refuses such a request before any token with HTTP 400 and
 ``request (3009 tokens) exceeds the available context size (1024 tokens)``;
-vLLM and OpenAI say ``maximum context length is N tokens``. A client that can
-act on it (Claude Code compacts its conversation when it reads Anthropic's
-``prompt is too long``) needs to be told in its own words; every other
-upstream message still stays out of the client's answer.
+vLLM and OpenAI say ``maximum context length is N tokens``. Only these
+wordings count: a message that merely mentions a context is any other 400.
+A client that can act on it (Claude Code compacts its conversation when it
+reads Anthropic's ``prompt is too long``) needs to be told in its own words;
+only the counts travel, and every other upstream message still stays out of
+the client's answer.
 """
 
 from __future__ import annotations
@@ -21,11 +23,10 @@ __all__ = ["ContextOverflow", "context_overflow"]
 _LLAMACPP: Final = re.compile(
     r"request \((\d{1,12}) tokens\) exceeds the available context size \((\d{1,12}) tokens\)"
 )
-_GENERIC: Final = re.compile(
-    r"(maximum context length|context (size|window|length)).{0,80}(exceed|too long|maximum)"
-    r"|(exceed|too long|longer than).{0,80}context (size|window|length)",
-    re.IGNORECASE | re.DOTALL,
-)
+# OpenAI and vLLM: "This model's maximum context length is 4096 tokens. However, your
+# messages resulted in 5000 tokens" / "you requested 5000 tokens (4000 in the messages, ...".
+_MAXIMUM: Final = re.compile(r"maximum context length is (\d{1,12}) tokens")
+_PROMPT: Final = re.compile(r"resulted in (\d{1,12}) tokens|(\d{1,12}) in the messages")
 _STATUSES: Final = frozenset({400, 413, 422})
 
 
@@ -48,6 +49,12 @@ def context_overflow(response: Response) -> ContextOverflow | None:
     found = _LLAMACPP.search(message)
     if found is not None:
         return ContextOverflow(int(found.group(1)), int(found.group(2)))
-    if _GENERIC.search(message[:2000]):
-        return ContextOverflow()
-    return None
+    maximum = _MAXIMUM.search(message)
+    if maximum is None:
+        return None
+    context = int(maximum.group(1))
+    prompt = _PROMPT.search(message)
+    counted = int(prompt.group(1) or prompt.group(2)) if prompt is not None else None
+    if counted is None or counted <= context:
+        return ContextOverflow()  # the prompt fits; with the completion's budget it does not
+    return ContextOverflow(counted, context)
