@@ -72,6 +72,19 @@ def add_parser(commands: Any) -> None:
         help="seconds a kept-alive client connection may wait for its next request; keep it "
         "above a load balancer's idle timeout (default: 75; 0: close after each answer)",
     )
+    proxy.add_argument(
+        "--ping-interval",
+        type=_seconds,
+        default=5.0,
+        help="seconds of upstream silence after which an Anthropic stream gets a ping event "
+        "(default: 5; 0: no pings)",
+    )
+    proxy.add_argument(
+        "--drop-billing-header",
+        action="store_true",
+        help="drop the per-request x-anthropic-billing-header system block Claude Code "
+        "sends, so the upstream's prefix cache keeps matching",
+    )
     add_worker_options(proxy)
     proxy.set_defaults(run=_run_proxy)
 
@@ -133,5 +146,7 @@ def _proxy_app(args: argparse.Namespace) -> tuple[Any, Any]:
         api_key=_env_key(args.proxy_key_env),
         max_body_bytes=args.max_body_bytes,
         usage_db=args.usage_db,
+        ping_interval=args.ping_interval or None,
+        drop_billing_header=args.drop_billing_header,
     )
     return app, upstream

@@ -59,7 +59,9 @@ def test_proxy_and_translators_have_the_api_md_shapes() -> None:
     from llmchat.proxy import make_app
 
     params = inspect.signature(make_app).parameters
-    assert list(params) == ["upstream", "usage_log", "api_key", "max_body_bytes", "usage_db"]
+    assert list(params)[:5] == ["upstream", "usage_log", "api_key", "max_body_bytes", "usage_db"]
+    assert params["ping_interval"].default == 5.0
+    assert params["drop_billing_header"].default is False
     assert params["max_body_bytes"].default == 10_000_000
     assert params["usage_log"].default is None and params["api_key"].default is None
     assert params["usage_db"].default is None

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmchat.protocols.anthropic import AnthropicStream, error_type_for_status, stop_reason_for
+from llmchat.protocols.anthropic import (
+    AnthropicStream,
+    error_type_for_status,
+    stop_reason_for,
+    thinking_signature,
+)
 
 HAVE_ANTHROPIC = importlib.util.find_spec("anthropic") is not None
 
@@ -204,6 +209,7 @@ def test_thinking_then_text() -> None:
         "content_block_start",
         "content_block_delta",
         "content_block_delta",
+        "content_block_delta",  # the signature
         "content_block_stop",
         "content_block_start",
         "content_block_delta",
@@ -213,13 +219,16 @@ def test_thinking_then_text() -> None:
     ]
     assert parsed[1]["content_block"] == {"type": "thinking", "thinking": "", "signature": ""}
     assert parsed[1]["index"] == 0
-    assert [p["delta"] for p in parsed[2:4]] == [
+    assert [p["delta"] for p in parsed[2:5]] == [
         {"type": "thinking_delta", "thinking": "Let me "},
         {"type": "thinking_delta", "thinking": "think"},
+        # Opaque and deterministic: the hash of the block's whole thinking.
+        {"type": "signature_delta", "signature": thinking_signature("Let me think")},
     ]
-    assert parsed[4] == {"type": "content_block_stop", "index": 0}
-    assert parsed[5]["index"] == 1 and parsed[5]["content_block"]["type"] == "text"
-    assert parsed[7] == {"type": "content_block_stop", "index": 1}
+    assert parsed[4]["index"] == 0
+    assert parsed[5] == {"type": "content_block_stop", "index": 0}
+    assert parsed[6]["index"] == 1 and parsed[6]["content_block"]["type"] == "text"
+    assert parsed[8] == {"type": "content_block_stop", "index": 1}
     assert stream.usage()[2] == len("Answer")
 
 
@@ -391,7 +400,7 @@ def test_unfinished_tool_call_at_finish_is_an_error(fragments: list[dict[str, An
         ("stop", True, "tool_use"),
         (None, True, "tool_use"),
         ("length", True, "max_tokens"),
-        ("content_filter", False, "end_turn"),
+        ("content_filter", False, "refusal"),
     ],
 )
 def test_finish_reason_mapping(finish_reason: str | None, with_tool: bool, expected: str) -> None:
@@ -604,7 +613,7 @@ def test_sdk_accumulates_thinking_text_and_tool_use() -> None:
     assert [block.type for block in message.content] == ["thinking", "text", "tool_use", "tool_use"]
     thinking, text, first, second = message.content
     assert thinking.thinking == "Weather needed."
-    assert thinking.signature == ""
+    assert thinking.signature == thinking_signature("Weather needed.")
     assert text.text == "Checking now."
     assert (first.id, first.name, first.input) == (
         "call_a",

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from llmchat import wire_json
 from llmchat.errors import InvalidArgumentError, InvalidTypeError
+from llmchat.protocols.anthropic import thinking_signature
 from llmchat.proxy.anthropic_face import error_body, message_body, messages_request
 from llmchat.tools import ToolCall
 
@@ -589,7 +590,8 @@ def test_message_body_validates(thinking: str | None, words: str, calls: list[To
     )
     expected: list[dict[str, Any]] = []
     if thinking:
-        expected.append({"type": "thinking", "thinking": thinking, "signature": ""})
+        signature = thinking_signature(thinking)
+        expected.append({"type": "thinking", "thinking": thinking, "signature": signature})
     if words:
         expected.append({"type": "text", "text": words})
     expected.extend(call.to_anthropic_block() for call in calls)

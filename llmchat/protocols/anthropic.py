@@ -5,22 +5,30 @@ An Anthropic client reads a message as a sequence of server-sent events:
 deltas, ``content_block_stop``), then ``message_delta`` with the stop reason
 and ``message_stop``. Blocks never interleave, so `AnthropicStream` keeps one
 block open at a time and closes it before opening the next. OpenAI reasoning
-text becomes a ``thinking`` block, text a ``text`` block and each tool call a
-``tool_use`` block whose arguments stream as ``input_json_delta`` fragments.
+text becomes a ``thinking`` block (closed by a ``signature_delta``), text a
+``text`` block and each tool call a ``tool_use`` block whose arguments stream
+as ``input_json_delta`` fragments. ``ping`` events keep an idle client
+connected while the upstream is silent (`AnthropicStream.ping`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .. import wire_json
 from ..tools import ToolCallAssembler, decode_arguments, slot_for_fragment
 from .chunk_fields import reasoning_text
 from .translator import StreamTranslator
 
-__all__ = ["AnthropicStream", "error_type_for_status", "stop_reason_for"]
+__all__ = [
+    "AnthropicStream",
+    "error_type_for_status",
+    "stop_reason_for",
+    "thinking_signature",
+]
 
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
 _CLOSE_FAILED = "The stream could not be closed"
@@ -49,20 +57,49 @@ def error_type_for_status(status: int) -> str:
     return "api_error"
 
 
-def stop_reason_for(finish_reason: str | None, used_tools: bool) -> str:
+def stop_reason_for(
+    finish_reason: str | None,
+    used_tools: bool,
+    *,
+    output_tokens: int | None = None,
+    max_tokens: int | None = None,
+) -> str:
     """Map an OpenAI ``finish_reason`` to an Anthropic ``stop_reason``.
 
     `used_tools` matters because several OpenAI-compatible servers end a
     tool-calling turn with ``stop`` (or nothing), while an Anthropic client
-    only runs its tools when it sees ``tool_use``.
+    only runs its tools when it sees ``tool_use``. ``content_filter`` is a
+    ``refusal``. A ``length`` ending before the client's `max_tokens` (the
+    `output_tokens` counted say so) stopped at the context window, not at the
+    budget: ``model_context_window_exceeded``, as llama-server ends a
+    generation that fills its slot's context.
     """
     if finish_reason in ("tool_calls", "function_call"):
         return "tool_use"
     if finish_reason == "length":
+        if output_tokens is not None and max_tokens is not None and output_tokens < max_tokens:
+            return "model_context_window_exceeded"
         return "max_tokens"
+    if finish_reason == "content_filter":
+        return "refusal"
     if used_tools and finish_reason in (None, "", "stop"):
         return "tool_use"
     return "end_turn"
+
+
+_SIGNATURE_PREFIX: Final = "llmchat-sha256:"
+
+
+def thinking_signature(thinking: str) -> str:
+    """The ``signature`` of a thinking block the proxy sends: opaque and deterministic.
+
+    The proxy cannot sign as Anthropic does; this names the block's origin and
+    hashes its text, so the same thinking always carries the same signature and
+    a client that checks for a non-empty one (the SDK keeps it, Claude Code
+    sends it back) is satisfied. Thinking sent back in history is dropped on
+    the way in, signature and all.
+    """
+    return _SIGNATURE_PREFIX + hashlib.sha256(thinking.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class _ToolBlock:
@@ -93,8 +130,10 @@ class AnthropicStream(StreamTranslator):
 
     content_type = "text/event-stream"
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, max_tokens: int | None = None) -> None:
         super().__init__(model)
+        self._max_tokens = max_tokens
+        self._thinking_hash: Any = None  # the open thinking block's running sha256
         self._message_id: str | None = None
         self._started = False
         self._next_index = 0
@@ -111,6 +150,19 @@ class AnthropicStream(StreamTranslator):
     def start(self) -> bytes:
         """Nothing yet: ``message_start`` waits for output so it can name the upstream model."""
         return b""
+
+    def ping(self) -> bytes:
+        """A ``ping`` event (after ``message_start`` if none went out yet); ``b""`` once ended.
+
+        For a stream whose upstream is silent (prefill, a tool call being
+        generated): the client sees bytes and keeps its idle timer from firing.
+        """
+        if self._finished:
+            return b""
+        self._out = []
+        self._ensure_started()
+        self._out.append(b'event: ping\ndata: {"type": "ping"}\n\n')
+        return self._take()
 
     def finish(
         self,
@@ -131,7 +183,12 @@ class AnthropicStream(StreamTranslator):
         self._out = []
         try:
             self._override_counts(input_tokens, output_tokens)
-            reason = stop_reason or stop_reason_for(self._finish_reason, self._used_tools)
+            reason = stop_reason or stop_reason_for(
+                self._finish_reason,
+                self._used_tools,
+                output_tokens=self._output_tokens,
+                max_tokens=self._max_tokens,
+            )
             self._ensure_started()
             self._close_block()
             usage: dict[str, Any] = {"output_tokens": self._output_tokens or 0}
@@ -196,6 +253,8 @@ class AnthropicStream(StreamTranslator):
     def _write_thinking(self, thinking: str) -> None:
         if self._open_kind != "thinking":
             self._open_block({"type": "thinking", "thinking": "", "signature": ""}, "thinking")
+            self._thinking_hash = hashlib.sha256()
+        self._thinking_hash.update(thinking.encode("utf-8", "surrogatepass"))
         self._emit(
             "content_block_delta",
             {"index": self._open_index, "delta": {"type": "thinking_delta", "thinking": thinking}},
@@ -315,6 +374,15 @@ class AnthropicStream(StreamTranslator):
             for tool in self._tool_blocks:
                 if tool.block_index == self._open_index:
                     tool.closed = True
+        if self._open_kind == "thinking":
+            signature = _SIGNATURE_PREFIX + self._thinking_hash.hexdigest()
+            self._emit(
+                "content_block_delta",
+                {
+                    "index": self._open_index,
+                    "delta": {"type": "signature_delta", "signature": signature},
+                },
+            )
         self._emit("content_block_stop", {"index": self._open_index})
         self._open_index = None
         self._open_kind = None

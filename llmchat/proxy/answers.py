@@ -8,6 +8,7 @@ the face modules; this is where a live `Response` meets them.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -15,10 +16,14 @@ from typing import Any
 
 from ..protocols.anthropic import AnthropicStream, stop_reason_for
 from ..protocols.ollama import OllamaStream
+from ..protocols.translator import MALFORMED
 from ..protocols.usage_counts import usage_counts
 from ..response import Response
 from . import anthropic_face, ollama_face
-from .upstream import openai_chunk
+from .overflow import context_overflow
+from .upstream import Failure, client_message, failure_of, is_truncation, openai_chunk
+
+log = logging.getLogger("llmchat.proxy")
 
 __all__ = ["Answer", "AnthropicAnswer", "OllamaAnswer"]
 
@@ -35,6 +40,28 @@ class Answer:
 
     def body(self, response: Response) -> dict[str, Any]:
         raise NotImplementedError
+
+    def complete(self, response: Response) -> bool:
+        """True when the settled `response` is an answer for this face's client, not an error.
+
+        A stop at the token limit is one: the client asked for that limit.
+        """
+        return response.is_success or is_truncation(response)
+
+    def failure(self, response: Response) -> Failure:
+        """What the failed `response` tells this face's client (`failure_of`'s fixed words)."""
+        return failure_of(response)
+
+    def refused(self, response: Response) -> Failure | None:
+        """A failure this face makes of a Response the upstream finished; None to answer it.
+
+        Every face refuses a tool call without a name or with arguments that are
+        not a JSON object (the spec's parser-rejection rule): the client gets a
+        502 with the generic words, never a call to run with made-up arguments.
+        """
+        if _unreadable(response.tool_calls):
+            return Failure(502, MALFORMED, "response")
+        return None
 
 
 class OllamaAnswer(Answer):
@@ -98,12 +125,52 @@ class AnthropicAnswer(Answer):
             "enabled",
             "adaptive",
         )
+        max_tokens = body.get("max_tokens")
+        # Validated by the face's translation before any answer is made.
+        self.max_tokens = max_tokens if type(max_tokens) is int else None
 
     def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
+        if _unreadable(chunk.tool_calls):
+            # Skeid's rule: a parser rejection ends the stream with a generic error,
+            # never a tool_use the client would run with made-up input.
+            return {"error": {"message": "a tool call's arguments were not valid JSON"}}
         return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
 
+    def complete(self, response: Response) -> bool:
+        """Also a content filter's stop: Anthropic's client reads it as ``refusal``."""
+        filtered = (
+            response.error_class == "response"
+            and not response.is_cancelled
+            and response.finish_reason == "content_filter"
+        )
+        return filtered or super().complete(response)
+
+    def refused(self, response: Response) -> Failure | None:
+        """An unreadable tool call is the upstream's unusable answer, never ``input: {}``."""
+        if _unreadable(response.tool_calls):
+            return Failure(502, _UNUSABLE, "response")
+        return None
+
     def stream(self) -> AnthropicStream:
-        return AnthropicStream(self.model)
+        return AnthropicStream(self.model, max_tokens=self.max_tokens)
+
+    def failure(self, response: Response) -> Failure:
+        """`failure_of`, but a prompt over the context is Anthropic's ``prompt is too long``.
+
+        Claude Code compacts its conversation on those words; only the
+        upstream's token counts travel, never its text.
+        """
+        failure = failure_of(response)
+        overflow = context_overflow(response)
+        if overflow is None:
+            return failure
+        message = "prompt is too long for the model's context window"
+        if overflow.prompt_tokens is not None and overflow.context_tokens is not None:
+            message = (
+                f"prompt is too long: {overflow.prompt_tokens} tokens > "
+                f"{overflow.context_tokens} maximum"
+            )
+        return Failure(400, message, failure.error_class)
 
     def body(self, response: Response) -> dict[str, Any]:
         return anthropic_face.message_body(
@@ -112,10 +179,26 @@ class AnthropicAnswer(Answer):
             text=response.msg,
             thinking=response.reasoning_text if self.thinking else None,
             tool_calls=list(response.tool_calls),
-            stop_reason=stop_reason_for(response.finish_reason, bool(response.tool_calls)),
+            stop_reason=stop_reason_for(
+                response.finish_reason,
+                bool(response.tool_calls),
+                output_tokens=response.completion_tokens,
+                max_tokens=self.max_tokens,
+            ),
             input_tokens=response.prompt_tokens,
             output_tokens=response.completion_tokens,
         )
+
+
+_UNUSABLE = client_message("response", None)
+
+
+def _unreadable(calls: Any) -> bool:
+    """A complete tool call without a name, or whose arguments are not a JSON object."""
+    if any(call.arguments_undecodable or not call.name for call in calls or ()):
+        log.warning("upstream sent a tool call without a name or with undecodable arguments")
+        return True
+    return False
 
 
 def _now() -> str:

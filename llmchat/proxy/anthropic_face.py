@@ -50,7 +50,7 @@ from typing import Any, Final
 
 from .. import wire_json
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..protocols.anthropic import error_type_for_status
+from ..protocols.anthropic import error_type_for_status, thinking_signature
 from ..tools import ToolCall
 from .fields import integer, json_type, number, require_bool, require_mapping, require_str
 from .images import data_url
@@ -132,13 +132,15 @@ def message_body(
     """The non-streaming Anthropic ``Message``.
 
     Content is a thinking block (when there was thinking; its ``signature``
-    is empty, since the proxy cannot sign), a text block (when there was text)
+    is `thinking_signature`'s, since the proxy cannot sign), a text block (when there was text)
     and one ``tool_use`` block per call, in that order. `stop_reason` is
     already Anthropic's word for it; token counts default to 0.
     """
     content: list[dict[str, Any]] = []
     if thinking:
-        content.append({"type": "thinking", "thinking": thinking, "signature": ""})
+        content.append(
+            {"type": "thinking", "thinking": thinking, "signature": thinking_signature(thinking)}
+        )
     if text:
         content.append({"type": "text", "text": text})
     content.extend(call.to_anthropic_block() for call in tool_calls)

@@ -21,14 +21,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import wire_json
-from ..protocols.rejection import AnswerRejected
-from ..protocols.translator import MALFORMED
 from ..redact import check_secret
 from ..response import Response
-from ..tokens import TokenizerError
-from . import anthropic_face, openai_routes, responses_routes
-from .answers import Answer, AnthropicAnswer
-from .bodies import RelayBody, StreamBody
+from . import openai_routes, responses_routes
+from .answers import Answer
+from .anthropic_routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
+from .bodies import STREAM_HEADERS, RelayBody, StreamBody
 from .hangup import HangupWatch, client_socket
 from .ollama_routes import OllamaRoutes
 from .relay_meter import RelayMeter
@@ -38,8 +36,6 @@ from .upstream import (
     Failure,
     Relay,
     Upstream,
-    failure_of,
-    is_truncation,
 )
 from .usage import CLIENT_ABORT_STATUS, UsageEvent, UsageLog
 from .usage_store import key_id_of, store_of
@@ -70,7 +66,6 @@ _REASONS = {
     529: "Overloaded",
 }
 _TOO_DEEP = "The request body is nested too deeply"
-_STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 
 
 def make_app(
@@ -80,6 +75,8 @@ def make_app(
     api_key: str | None = None,
     max_body_bytes: int = 10_000_000,
     usage_db: Any = None,
+    ping_interval: float | None = DEFAULT_PING_INTERVAL,
+    drop_billing_header: bool = False,
 ) -> ProxyApp:
     """A WSGI application serving Ollama, Anthropic and OpenAI clients over `upstream`.
 
@@ -91,6 +88,9 @@ def make_app(
     schema created) here, and `ProxyApp.close` closes it. With `api_key`, every route
     but ``/`` and ``/health`` needs ``Authorization: Bearer KEY`` or
     ``x-api-key: KEY``. Bodies over `max_body_bytes` are refused with 413.
+    An Anthropic stream whose upstream is silent gets a ``ping`` event every
+    `ping_interval` seconds (None: never); `drop_billing_header` drops Claude
+    Code's per-request ``x-anthropic-billing-header:`` system block.
 
         app = make_app(OpenAICommon("http://127.0.0.1:8080/v1"))
         llmchat.proxy.make_server(app, port=11434).serve_forever()
@@ -101,6 +101,8 @@ def make_app(
         api_key=api_key,
         max_body_bytes=max_body_bytes,
         usage_db=usage_db,
+        ping_interval=ping_interval,
+        drop_billing_header=drop_billing_header,
     )
 
 
@@ -146,6 +148,8 @@ class ProxyApp:
         api_key: str | None = None,
         max_body_bytes: int = 10_000_000,
         usage_db: Any = None,
+        ping_interval: float | None = DEFAULT_PING_INTERVAL,
+        drop_billing_header: bool = False,
     ) -> None:
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise TypeError("api_key must be a non-empty str or None")
@@ -159,6 +163,9 @@ class ProxyApp:
         self._api_key = api_key.encode("utf-8") if api_key else None
         self._key_id = key_id_of(api_key) if api_key else None
         self.max_body_bytes = max_body_bytes
+        anthropic = AnthropicRoutes(
+            self, ping_interval=ping_interval, drop_billing_header=drop_billing_header
+        )
         # Last: opening a database is I/O, and every argument is checked by now.
         self.usage.store, self._owns_store = store_of(usage_db)
         ollama = OllamaRoutes(self)
@@ -174,8 +181,8 @@ class ProxyApp:
             ("POST", "/api/generate"): ("ollama", ollama.generate),
             ("POST", "/api/embed"): ("ollama", ollama.embed),
             ("POST", "/api/embeddings"): ("ollama", ollama.embeddings),
-            ("POST", "/v1/messages"): ("anthropic", self._anthropic_messages),
-            ("POST", "/v1/messages/count_tokens"): ("anthropic", self._anthropic_count_tokens),
+            ("POST", "/v1/messages"): ("anthropic", anthropic.messages),
+            ("POST", "/v1/messages/count_tokens"): ("anthropic", anthropic.count_tokens),
             ("POST", "/v1/chat/completions"): ("openai", self._openai_relay),
             ("GET", "/v1/models"): ("openai", self._openai_models),
             ("POST", "/v1/embeddings"): ("openai", lambda ex: openai_routes.embeddings(self, ex)),
@@ -319,32 +326,10 @@ class ProxyApp:
 
     # -- completions --------------------------------------------------------
 
-    def _anthropic_messages(self, exchange: _Exchange) -> Iterable[bytes]:
-        body = self._read_json(exchange)
-        request = anthropic_face.messages_request(body)
-        return self._complete(exchange, request, AnthropicAnswer(body))
-
-    def _anthropic_count_tokens(self, exchange: _Exchange) -> list[bytes]:
-        body = self._read_json(exchange)
-        # Counting takes no max_tokens; the translation requires one, and it is not counted.
-        request = anthropic_face.messages_request({**body, "max_tokens": 1})
-        try:
-            count = self.upstream.count_tokens(request)
-        except TokenizerError as exc:
-            log.info("count_tokens: %s", exc)
-            raise _ClientError(
-                404,
-                "count_tokens needs an upstream with a tokenizer (llama.cpp, KoboldCpp)",
-                "not_found",
-            ) from None
-        exchange.event.input_tokens = count
-        return self._json(exchange, 200, {"input_tokens": count})
-
-    def _complete(
-        self, exchange: _Exchange, request: dict[str, Any], answer: Answer
-    ) -> Iterable[bytes]:
-        stream = bool(request.get("stream"))
-        exchange.event.stream = stream
+    def _start(
+        self, exchange: _Exchange, request: dict[str, Any]
+    ) -> tuple[Response, HangupWatch] | list[bytes]:
+        """The live upstream Response, watched for a hang-up; or the answer to its failure."""
         call = Call()
         watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
         try:
@@ -355,34 +340,37 @@ class ProxyApp:
         if isinstance(started, Failure):
             watch.stop()
             return self._upstream_error(exchange, started, watch)
-        response = started
+        return started, watch
+
+    def _complete(
+        self, exchange: _Exchange, request: dict[str, Any], answer: Answer
+    ) -> Iterable[bytes]:
+        stream = bool(request.get("stream"))
+        exchange.event.stream = stream
+        started = self._start(exchange, request)
+        if isinstance(started, list):
+            return started
+        response, watch = started
         if not stream:
             response.wait()  # a hang-up cancels it, in prefill or later
             watch.stop()
             if watch.hung_up.is_set() or response.is_cancelled:
                 return self._client_gone(exchange, response)
-            if not response.is_success and not is_truncation(response):
-                return self._upstream_error(exchange, failure_of(response), watch)
+            if not answer.complete(response):
+                return self._upstream_error(exchange, answer.failure(response), watch)
+            refused = answer.refused(response)
+            if refused is not None:
+                return self._upstream_error(exchange, refused, watch)
             self._count(exchange, response)
-            try:
-                body = answer.body(response)
-            except AnswerRejected as exc:  # e.g. undecodable tool arguments: never sent as {}
-                log.warning(
-                    "proxy request %s: upstream answer rejected: %s", exchange.request_id, exc
-                )
-                return self._error(exchange, 502, MALFORMED, "response")
-            return self._json(exchange, 200, body)
+            return self._json(exchange, 200, answer.body(response))
         chunks = iter(response)
         first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
         if first is None:
-            if watch.hung_up.is_set() or response.is_cancelled:
-                watch.stop()
-                return self._client_gone(exchange, response)
-            if not response.is_success and not is_truncation(response):
-                watch.stop()  # failed before any output: the client still gets a real status
-                return self._upstream_error(exchange, failure_of(response), watch)
+            ended = self._ended_early(exchange, response, answer, watch)
+            if ended is not None:
+                return ended
         translator = answer.stream()
-        exchange.begin(200, translator.content_type, _STREAM_HEADERS)
+        exchange.begin(200, translator.content_type, STREAM_HEADERS)
         return StreamBody(
             exchange.event,
             lambda: self._record(exchange),
@@ -393,6 +381,22 @@ class ProxyApp:
             chunks,
             watch,
         )
+
+    def _ended_early(
+        self, exchange: _Exchange, response: Response, answer: Answer, watch: HangupWatch
+    ) -> list[bytes] | None:
+        """The answer to a stream settled before any output; None when it is to be streamed.
+
+        A client that is gone, or a failure before output (the client still gets
+        a real status); a success with nothing to say streams as usual.
+        """
+        if watch.hung_up.is_set() or response.is_cancelled:
+            watch.stop()
+            return self._client_gone(exchange, response)
+        if not answer.complete(response):
+            watch.stop()
+            return self._upstream_error(exchange, answer.failure(response), watch)
+        return None
 
     def _upstream_error(
         self, exchange: _Exchange, failure: Failure, watch: HangupWatch
@@ -460,9 +464,7 @@ class ProxyApp:
             max_event_bytes=relay.max_event_bytes,
         )
         # No Content-Length: scrubbing the key out can change the body's length.
-        exchange.begin(
-            http.status_code, content_type, _STREAM_HEADERS if meter.event_stream else ()
-        )
+        exchange.begin(http.status_code, content_type, STREAM_HEADERS if meter.event_stream else ())
         return RelayBody(exchange.event, lambda: self._record(exchange), relay, meter, watch)
 
 

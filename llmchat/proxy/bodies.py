@@ -15,10 +15,13 @@ from ..response import Response
 from .answers import Answer
 from .hangup import HangupWatch
 from .relay_meter import RelayMeter
-from .upstream import Relay, RelayBroken, failure_of, is_truncation
+from .upstream import Relay, RelayBroken
 from .usage import CLIENT_ABORT_STATUS, UsageEvent
 
-__all__ = ["RelayBody", "StreamBody"]
+__all__ = ["STREAM_HEADERS", "RelayBody", "StreamBody"]
+
+STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
+"""Headers of every streamed answer: no cache, and no buffering in an nginx in front."""
 
 
 class _AccountedBody:
@@ -91,14 +94,19 @@ class StreamBody(_AccountedBody):
                 response.cancel()
                 break
             chunk = next(self._chunks, None)
+        yield from self._tail()
+
+    def _tail(self) -> Iterator[bytes]:
+        """The stream's last bytes once the upstream settled (none for a client that is gone)."""
+        translator, response = self._translator, self._response
         if not translator.errored:
             response.wait()
             if self._watch.hung_up.is_set() or response.is_cancelled:
                 return  # nobody is reading; close() records the abort
-            if response.is_success or is_truncation(response):
+            if self._answer.complete(response):
                 data = translator.finish(None, response.prompt_tokens, response.completion_tokens)
             else:
-                failure = failure_of(response)
+                failure = self._answer.failure(response)
                 self._event.error_type = failure.error_class
                 data = translator.error_event(failure.status, failure.message)
             if data:

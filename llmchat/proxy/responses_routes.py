@@ -26,6 +26,7 @@ from ..protocols.responses_objects import (
 from ..response import Response
 from .answers import Answer
 from .responses_face import Unsupported, error_body, responses_request
+from .upstream import Failure
 
 if TYPE_CHECKING:
     from .app import ProxyApp, _Exchange
@@ -43,16 +44,7 @@ def create(app: ProxyApp, exchange: _Exchange) -> Iterable[bytes]:
         exchange.event.ok = False
         exchange.event.error_type = "invalid_request"
         return app._json(exchange, 400, error_body(str(exc), code=code))
-    try:
-        return app._complete(exchange, request, ResponsesAnswer(echo))
-    except UnreadableToolCall:
-        # Non-streaming only (a stream fails in band): the client gets no call to run.
-        exchange.event.error_type = "response"
-        return app._error(exchange, 502, BAD_TOOL_CALL, "response")
-
-
-class UnreadableToolCall(Exception):
-    """The upstream's answer holds a tool call without a name or with undecodable arguments."""
+    return app._complete(exchange, request, ResponsesAnswer(echo))
 
 
 class ResponsesAnswer(Answer):
@@ -64,11 +56,14 @@ class ResponsesAnswer(Answer):
     def stream(self) -> ResponsesStream:
         return ResponsesStream(self.echo)
 
-    def body(self, response: Response) -> dict[str, Any]:
-        """The whole Response object for a settled upstream `response`.
+    def refused(self, response: Response) -> Failure | None:
+        """A tool call without a name or with undecodable arguments: a 502, no call to run
+        (a stream fails in band instead, with `response.failed`)."""
+        failure = super().refused(response)
+        return failure if failure is None else Failure(502, BAD_TOOL_CALL, "response")
 
-        Raises `UnreadableToolCall` rather than hand a client a call nobody wrote.
-        """
+    def body(self, response: Response) -> dict[str, Any]:
+        """The whole Response object for a settled upstream `response` (`refused` first)."""
         output: list[dict[str, Any]] = []
         status, details = status_for(response.finish_reason)
         text, reasoning = response.msg, response.reasoning_text
@@ -79,8 +74,6 @@ class ResponsesAnswer(Answer):
         if text or not (reasoning or response.tool_calls):
             output.append(message_item(new_id("msg"), text, status))
         for call in response.tool_calls:
-            if call.arguments_undecodable or not call.name:
-                raise UnreadableToolCall
             entry = call.to_openai()
             output.append(
                 function_call_item(
