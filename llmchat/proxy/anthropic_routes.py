@@ -35,7 +35,8 @@ from .upstream import Call, Failure
 
 if TYPE_CHECKING:
     from ..response import Response
-    from .app import ProxyApp, _Exchange
+    from .app import ProxyApp
+    from .client_exchange import ClientExchange
 
 __all__ = ["BILLING_HEADER_PREFIX", "AnthropicRoutes", "without_billing_header"]
 
@@ -108,7 +109,7 @@ class AnthropicRoutes:
         self.ping_interval = check_ping_interval(ping_interval)
         self.drop_billing_header = drop_billing_header
 
-    def _body(self, exchange: _Exchange) -> Mapping[str, Any]:
+    def _body(self, exchange: ClientExchange) -> Mapping[str, Any]:
         body: Mapping[str, Any] = self._app._read_json(exchange)
         beta = exchange.environ.get("HTTP_ANTHROPIC_BETA")
         if beta:
@@ -116,7 +117,7 @@ class AnthropicRoutes:
             log.debug("anthropic-beta ignored: %.200s", beta)
         return without_billing_header(body) if self.drop_billing_header else body
 
-    def messages(self, exchange: _Exchange) -> Iterable[bytes]:
+    def messages(self, exchange: ClientExchange) -> Iterable[bytes]:
         """``POST /v1/messages``: the translated request through the upstream, answered back."""
         body = self._body(exchange)
         request = anthropic_face.messages_request(body)
@@ -125,7 +126,7 @@ class AnthropicRoutes:
             return self._app._complete(exchange, request, answer)
         return self._stream(exchange, request, answer, self.ping_interval)
 
-    def count_tokens(self, exchange: _Exchange) -> list[bytes]:
+    def count_tokens(self, exchange: ClientExchange) -> list[bytes]:
         """``POST /v1/messages/count_tokens``: the upstream's own count of the prompt."""
         body = self._body(exchange)
         # Counting takes no max_tokens; the translation requires one, and it is not counted.
@@ -140,7 +141,7 @@ class AnthropicRoutes:
 
     def _stream(
         self,
-        exchange: _Exchange,
+        exchange: ClientExchange,
         request: dict[str, Any],
         answer: AnthropicAnswer,
         interval: float,
@@ -181,7 +182,7 @@ class AnthropicRoutes:
 
     def _answer_stream(
         self,
-        exchange: _Exchange,
+        exchange: ClientExchange,
         answer: AnthropicAnswer,
         response: Response,
         watch: HangupWatch,

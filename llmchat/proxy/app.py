@@ -14,9 +14,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -26,18 +24,17 @@ from ..response import Response
 from . import openai_routes, responses_routes
 from .answers import Answer
 from .anthropic_routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
-from .bodies import STREAM_HEADERS, RelayBody, StreamBody
+from .bodies import STREAM_HEADERS, StreamBody
+from .client_exchange import ClientExchange
 from .hangup import HangupWatch, client_socket
 from .ollama_routes import OllamaRoutes
-from .relay_meter import RelayMeter
 from .shapes import error_body, face_of
 from .upstream import (
     Call,
     Failure,
-    Relay,
     Upstream,
 )
-from .usage import CLIENT_ABORT_STATUS, UsageEvent, UsageLog
+from .usage import CLIENT_ABORT_STATUS, UsageLog
 from .usage_store import key_id_of, store_of
 
 __all__ = ["ProxyApp", "make_app"]
@@ -46,25 +43,6 @@ log = logging.getLogger("llmchat.proxy")
 
 StartResponse = Callable[..., Any]
 
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    411: "Length Required",
-    413: "Content Too Large",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    499: "Client Closed Request",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-    529: "Overloaded",
-}
 _TOO_DEEP = "The request body is nested too deeply"
 
 
@@ -106,37 +84,6 @@ def make_app(
     )
 
 
-class _Exchange:
-    """One client request: its id, its usage event, and the one way to answer it."""
-
-    def __init__(self, environ: dict[str, Any], start_response: StartResponse, face: str) -> None:
-        self.environ = environ
-        self.start_response = start_response
-        self.face = face
-        given = environ.get("HTTP_X_REQUEST_ID", "")
-        self.request_id = given if _REQUEST_ID.fullmatch(given) else f"req_{uuid.uuid4().hex}"
-        self.started = time.monotonic()
-        self.body_bytes = b""
-        self.event = UsageEvent(
-            request_id=self.request_id, face=face, route=environ.get("PATH_INFO", "") or "/"
-        )
-
-    def headers(
-        self, content_type: str, extra: Iterable[tuple[str, str]] = ()
-    ) -> list[tuple[str, str]]:
-        out = [("Content-Type", content_type), ("x-request-id", self.request_id)]
-        if self.face == "anthropic":
-            out.append(("request-id", self.request_id))  # where the Anthropic SDK looks
-        out.extend(extra)
-        return out
-
-    def begin(self, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()) -> None:
-        self.event.status = status
-        self.start_response(
-            f"{status} {_REASONS.get(status, 'Status')}", self.headers(content_type, extra)
-        )
-
-
 class ProxyApp:
     """The WSGI callable `make_app` returns. Thread-safe: one instance serves every request."""
 
@@ -169,7 +116,9 @@ class ProxyApp:
         # Last: opening a database is I/O, and every argument is checked by now.
         self.usage.store, self._owns_store = store_of(usage_db)
         ollama = OllamaRoutes(self)
-        self._routes: dict[tuple[str, str], tuple[str, Callable[[_Exchange], Iterable[bytes]]]] = {
+        self._routes: dict[
+            tuple[str, str], tuple[str, Callable[[ClientExchange], Iterable[bytes]]]
+        ] = {
             ("GET", "/"): ("proxy", self._root),
             ("HEAD", "/"): ("proxy", self._root),
             ("GET", "/health"): ("proxy", self._health),
@@ -183,8 +132,8 @@ class ProxyApp:
             ("POST", "/api/embeddings"): ("ollama", ollama.embeddings),
             ("POST", "/v1/messages"): ("anthropic", anthropic.messages),
             ("POST", "/v1/messages/count_tokens"): ("anthropic", anthropic.count_tokens),
-            ("POST", "/v1/chat/completions"): ("openai", self._openai_relay),
-            ("GET", "/v1/models"): ("openai", self._openai_models),
+            ("POST", "/v1/chat/completions"): ("openai", lambda ex: openai_routes.chat(self, ex)),
+            ("GET", "/v1/models"): ("openai", lambda ex: openai_routes.models(self, ex)),
             ("POST", "/v1/embeddings"): ("openai", lambda ex: openai_routes.embeddings(self, ex)),
             ("POST", "/v1/responses"): ("openai", lambda ex: responses_routes.create(self, ex)),
         }
@@ -204,7 +153,7 @@ class ProxyApp:
         path = environ.get("PATH_INFO", "") or "/"
         route = self._routes.get((method, path))
         face = route[0] if route else face_of(path)
-        exchange = _Exchange(environ, start_response, face)
+        exchange = ClientExchange(environ, start_response, face)
         # The key is checked first, so a caller without it cannot map the routes.
         if self._api_key is not None and path not in ("/", "/health"):
             if not self._authorized(environ):
@@ -241,25 +190,25 @@ class ProxyApp:
 
     # -- answers ------------------------------------------------------------
 
-    def _json(self, exchange: _Exchange, status: int, obj: Any) -> list[bytes]:
+    def _json(self, exchange: ClientExchange, status: int, obj: Any) -> list[bytes]:
         data = wire_json.encode_data(obj)
         exchange.begin(status, "application/json", [("Content-Length", str(len(data)))])
         self._record(exchange)
         return [data]
 
     def _error(
-        self, exchange: _Exchange, status: int, message: str, error_type: str
+        self, exchange: ClientExchange, status: int, message: str, error_type: str
     ) -> list[bytes]:
         event = exchange.event
         event.ok = False
         event.error_type = event.error_type or error_type
         return self._json(exchange, status, error_body(exchange.face, status, message))
 
-    def _record(self, exchange: _Exchange) -> None:
+    def _record(self, exchange: ClientExchange) -> None:
         exchange.event.duration_ms = round((time.monotonic() - exchange.started) * 1000, 3)
         self.usage.emit(exchange.event)
 
-    def _read_json(self, exchange: _Exchange) -> dict[str, Any]:
+    def _read_json(self, exchange: ClientExchange) -> dict[str, Any]:
         environ = exchange.environ
         length_text = environ.get("CONTENT_LENGTH") or ""
         stream = environ["wsgi.input"]
@@ -314,20 +263,20 @@ class ProxyApp:
 
     # -- small routes -------------------------------------------------------
 
-    def _root(self, exchange: _Exchange) -> list[bytes]:
+    def _root(self, exchange: ClientExchange) -> list[bytes]:
         # Ollama's own root answers this text; some clients probe it.
         data = b"Ollama is running"
         exchange.begin(200, "text/plain; charset=utf-8", [("Content-Length", str(len(data)))])
         self._record(exchange)
         return [data] if exchange.environ.get("REQUEST_METHOD") != "HEAD" else []
 
-    def _health(self, exchange: _Exchange) -> list[bytes]:
+    def _health(self, exchange: ClientExchange) -> list[bytes]:
         return self._json(exchange, 200, {"status": "ok"})
 
     # -- completions --------------------------------------------------------
 
     def _start(
-        self, exchange: _Exchange, request: dict[str, Any]
+        self, exchange: ClientExchange, request: dict[str, Any]
     ) -> tuple[Response, HangupWatch] | list[bytes]:
         """The live upstream Response, watched for a hang-up; or the answer to its failure."""
         call = Call()
@@ -343,7 +292,7 @@ class ProxyApp:
         return started, watch
 
     def _complete(
-        self, exchange: _Exchange, request: dict[str, Any], answer: Answer
+        self, exchange: ClientExchange, request: dict[str, Any], answer: Answer
     ) -> Iterable[bytes]:
         stream = bool(request.get("stream"))
         exchange.event.stream = stream
@@ -383,7 +332,7 @@ class ProxyApp:
         )
 
     def _ended_early(
-        self, exchange: _Exchange, response: Response, answer: Answer, watch: HangupWatch
+        self, exchange: ClientExchange, response: Response, answer: Answer, watch: HangupWatch
     ) -> list[bytes] | None:
         """The answer to a stream settled before any output; None when it is to be streamed.
 
@@ -399,19 +348,19 @@ class ProxyApp:
         return None
 
     def _upstream_error(
-        self, exchange: _Exchange, failure: Failure, watch: HangupWatch
+        self, exchange: ClientExchange, failure: Failure, watch: HangupWatch
     ) -> list[bytes]:
         if watch.hung_up.is_set() or failure.error_class == "client_abort":
             return self._aborted(exchange)
         exchange.event.error_type = failure.error_class
         return self._error(exchange, failure.status, failure.message, failure.error_class)
 
-    def _client_gone(self, exchange: _Exchange, response: Response) -> list[bytes]:
+    def _client_gone(self, exchange: ClientExchange, response: Response) -> list[bytes]:
         response.cancel()
         self._count(exchange, response)
         return self._aborted(exchange)
 
-    def _aborted(self, exchange: _Exchange) -> list[bytes]:
+    def _aborted(self, exchange: ClientExchange) -> list[bytes]:
         """Answer a client that is gone: WSGI still wants a status, nobody will read it."""
         exchange.begin(CLIENT_ABORT_STATUS, "text/plain", [("Content-Length", "0")])
         exchange.event.ok, exchange.event.error_type = False, "client_abort"
@@ -419,53 +368,13 @@ class ProxyApp:
         return []
 
     @staticmethod
-    def _count(exchange: _Exchange, response: Response) -> None:
+    def _count(exchange: ClientExchange, response: Response) -> None:
         event = exchange.event
         event.input_tokens = response.prompt_tokens
         event.output_tokens = response.completion_tokens
         event.content_bytes = len(response.msg.encode("utf-8"))
         if response.model and not event.model:
             event.model = response.model
-
-    # -- OpenAI face: byte relay --------------------------------------------
-
-    def _openai_relay(self, exchange: _Exchange) -> Iterable[bytes]:
-        body = self._read_json(exchange)  # read whole: size limit and a model for the event
-        exchange.event.stream = bool(body.get("stream"))
-        return self._relay(exchange, "POST", "/chat/completions", exchange.body_bytes)
-
-    def _openai_models(self, exchange: _Exchange) -> Iterable[bytes]:
-        return self._relay(exchange, "GET", "/models", None)
-
-    def _relay(
-        self, exchange: _Exchange, method: str, path: str, data: bytes | None
-    ) -> Iterable[bytes]:
-        relay = Relay()
-        # Watched from before the upstream is even asked: a non-streamed answer
-        # sends no headers until generation ends, so prefill may be all there is.
-        watch = HangupWatch(client_socket(exchange.environ), relay.cancel).start()
-        try:
-            self.upstream.relay(relay, method, path, data)
-        except BaseException:
-            watch.stop()
-            raise
-        if relay.failure is not None:
-            watch.stop()
-            if watch.hung_up.is_set() or relay.failure.error_class == "client_abort":
-                return self._aborted(exchange)
-            exchange.event.error_type = relay.failure.error_class
-            return self._error(
-                exchange, relay.failure.status, relay.failure.message, relay.failure.error_class
-            )
-        http = relay.http  # a 2xx: an error status is a relay.failure
-        content_type = relay.redactor.text(http.headers.get("Content-Type", "application/json"))
-        meter = RelayMeter(
-            event_stream=content_type.startswith("text/event-stream"),
-            max_event_bytes=relay.max_event_bytes,
-        )
-        # No Content-Length: scrubbing the key out can change the body's length.
-        exchange.begin(http.status_code, content_type, STREAM_HEADERS if meter.event_stream else ())
-        return RelayBody(exchange.event, lambda: self._record(exchange), relay, meter, watch)
 
 
 class _ClientError(Exception):

@@ -1,6 +1,6 @@
 """The proxy's Ollama routes: metadata, chat and generate, and embeddings.
 
-Each handler takes the request's `_Exchange` and answers through the
+Each handler takes the request's `ClientExchange` and answers through the
 `ProxyApp` it belongs to (its JSON/error writers and its completion runner);
 translation is the pure modules' (`ollama_face`, `ollama_shapes`,
 `ollama_embed`), what the upstream says of its model `ollama_models`', and
@@ -23,7 +23,8 @@ from .ollama_models import model_info, speaks_llama_cpp
 from .upstream import Relay, UpstreamUnavailable, client_message
 
 if TYPE_CHECKING:
-    from .app import ProxyApp, _Exchange
+    from .app import ProxyApp
+    from .client_exchange import ClientExchange
 
 __all__ = ["OllamaRoutes"]
 
@@ -42,20 +43,20 @@ class OllamaRoutes:
 
     # -- metadata -----------------------------------------------------------
 
-    def version(self, exchange: _Exchange) -> list[bytes]:
+    def version(self, exchange: ClientExchange) -> list[bytes]:
         return self._app._json(exchange, 200, ollama_face.version_body())
 
-    def tags(self, exchange: _Exchange) -> list[bytes]:
+    def tags(self, exchange: ClientExchange) -> list[bytes]:
         return self._models(exchange, ollama_face.tags_body)
 
-    def ps(self, exchange: _Exchange) -> list[bytes]:
+    def ps(self, exchange: ClientExchange) -> list[bytes]:
         context = self._app.upstream.limits().get("context_length")
         return self._models(
             exchange, lambda names: ollama_face.ps_body(names, _count_or_none(context))
         )
 
     def _models(
-        self, exchange: _Exchange, shape: Callable[[list[str]], dict[str, Any]]
+        self, exchange: ClientExchange, shape: Callable[[list[str]], dict[str, Any]]
     ) -> list[bytes]:
         try:
             names = self._app.upstream.model_names()
@@ -63,7 +64,7 @@ class OllamaRoutes:
             return self._app._error(exchange, 502, client_message("connection", None), "connection")
         return self._app._json(exchange, 200, shape(names))
 
-    def show(self, exchange: _Exchange) -> list[bytes]:
+    def show(self, exchange: ClientExchange) -> list[bytes]:
         body = self._app._read_json(exchange)
         model = body.get("model", body.get("name"))
         if not isinstance(model, str) or not model:
@@ -77,7 +78,7 @@ class OllamaRoutes:
 
     # -- completions --------------------------------------------------------
 
-    def chat(self, exchange: _Exchange) -> Iterable[bytes]:
+    def chat(self, exchange: ClientExchange) -> Iterable[bytes]:
         body = self._app._read_json(exchange)
         request = ollama_face.chat_request(body, no_reasoning=self._no_reasoning(body))
         answer = OllamaAnswer(body, "chat")
@@ -85,7 +86,7 @@ class OllamaRoutes:
             return self._load(exchange, body, request, answer)
         return self._app._complete(exchange, request, answer)
 
-    def generate(self, exchange: _Exchange) -> Iterable[bytes]:
+    def generate(self, exchange: ClientExchange) -> Iterable[bytes]:
         body = self._app._read_json(exchange)
         request = ollama_face.generate_request(body, no_reasoning=self._no_reasoning(body))
         answer = OllamaAnswer(body, "generate")
@@ -103,7 +104,7 @@ class OllamaRoutes:
 
     def _load(
         self,
-        exchange: _Exchange,
+        exchange: ClientExchange,
         body: Mapping[str, Any],
         request: dict[str, Any],
         answer: OllamaAnswer,
@@ -123,7 +124,7 @@ class OllamaRoutes:
 
     # -- embeddings ---------------------------------------------------------
 
-    def embed(self, exchange: _Exchange) -> list[bytes]:
+    def embed(self, exchange: ClientExchange) -> list[bytes]:
         request = ollama_embed.embed_request(self._app._read_json(exchange))
         started = time.monotonic_ns()
         result = self._embeddings(exchange, request)
@@ -138,14 +139,16 @@ class OllamaRoutes:
         )
         return self._app._json(exchange, 200, body)
 
-    def embeddings(self, exchange: _Exchange) -> list[bytes]:
+    def embeddings(self, exchange: ClientExchange) -> list[bytes]:
         request = ollama_embed.embeddings_request(self._app._read_json(exchange))
         result = self._embeddings(exchange, request)
         if not isinstance(result, Embeddings):
             return result
         return self._app._json(exchange, 200, ollama_embed.embeddings_body(result.vectors))
 
-    def _embeddings(self, exchange: _Exchange, request: dict[str, Any]) -> Embeddings | list[bytes]:
+    def _embeddings(
+        self, exchange: ClientExchange, request: dict[str, Any]
+    ) -> Embeddings | list[bytes]:
         """The upstream's vectors for `request`, or the error answer already written."""
         if not request["input"]:
             return Embeddings([], 0, None)  # Ollama's "load the model" call: nothing to embed

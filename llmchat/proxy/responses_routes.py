@@ -29,12 +29,13 @@ from .responses_face import Unsupported, error_body, responses_request
 from .upstream import Failure
 
 if TYPE_CHECKING:
-    from .app import ProxyApp, _Exchange
+    from .app import ProxyApp
+    from .client_exchange import ClientExchange
 
 __all__ = ["ResponsesAnswer", "create"]
 
 
-def create(app: ProxyApp, exchange: _Exchange) -> Iterable[bytes]:
+def create(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
     """Answer one ``POST /v1/responses``."""
     body = app._read_json(exchange)
     try:

@@ -11,13 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from ..backends._request import WireRequest
 from ..backends._runners import open_request
 from ..backends.openai_common import OpenAICommon
-from ..chunk import Chunk
 from ..completion import ErrorBody, json_error_message
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..redact import Redactor
@@ -26,6 +24,15 @@ from ..retry import Cancelled, Exhausted, Inference, TimedOut
 from ..settings import Settings
 from ..tokens import TokenCounter
 from ..transport import Exchange, classify_exception, decode_body, parse_json
+from .failures import (
+    Failure,
+    client_message,
+    failure_of,
+    is_truncation,
+    log_upstream_failure,
+    status_for,
+)
+from .openai_chunk import openai_chunk
 
 __all__ = [
     "Failure",
@@ -33,6 +40,8 @@ __all__ = [
     "Upstream",
     "UpstreamUnavailable",
     "client_message",
+    "failure_of",
+    "is_truncation",
     "openai_chunk",
 ]
 
@@ -46,152 +55,7 @@ _SETTINGS_FIELDS = frozenset(
 _CALL_PARTS = frozenset({"messages", "tools", "tool_choice", "stream", "model"})
 
 
-@dataclass(frozen=True)
-class Failure:
-    """An upstream failure as the proxy reports it: HTTP status, message, error class.
-
-    `message` is what the client reads: one of `client_message`'s fixed texts.
-    """
-
-    status: int
-    message: str
-    error_class: str
-
-
 _CANCELLED: Final = Failure(499, "Cancelled", "client_abort")
-
-
-def failure_of(response: Response) -> Failure:
-    """What a failed `response` means for the proxy's client; logs the upstream's side.
-
-    The client gets the fixed message of the failure's class (`client_message`),
-    never the upstream's own text: that goes to the ``llmchat.proxy`` log at
-    WARNING, and for an error status only when it was a JSON message.
-    """
-    error_class = response.error_class or "unknown"
-    status = response.error_status
-    if error_class == "http" and response._error_body is not None:
-        detail = response._error_body.describe()
-    elif error_class == "http":
-        detail = "no body"
-    else:
-        detail = response.err or "no message"  # llmchat's own words, already scrubbed
-    _log_upstream_failure(error_class, status, detail)
-    return Failure(
-        _status_for(error_class, status), client_message(error_class, status), error_class
-    )
-
-
-def client_message(error_class: str | None, status: int | None) -> str:
-    """The fixed message a proxy client gets for an upstream failure of `error_class`.
-
-    The one table of them: no upstream text, host, port or path is ever in it.
-    """
-    if error_class == "http" and status is not None:
-        return f"{_HTTP_MESSAGES.get(status) or _http_message(status)} (HTTP {status})"
-    return _CLASS_MESSAGES.get(error_class or "unknown", _CLASS_MESSAGES["unknown"])
-
-
-_CLASS_MESSAGES: Final = {
-    "http": "The upstream server answered with an error",
-    "timeout": "The upstream server did not answer in time",
-    "connection": "Could not reach the upstream server",
-    "response": "The upstream server's answer was unusable",
-    "unknown": "The upstream request failed",
-}
-_HTTP_MESSAGES: Final = {
-    401: "The upstream server refused the proxy's credentials",
-    403: "The upstream server refused the proxy's credentials",
-    429: "The upstream server is rate limiting requests",
-    503: "The upstream server is overloaded",
-    529: "The upstream server is overloaded",
-}
-
-
-def _http_message(status: int) -> str:
-    if status >= 500:
-        return "The upstream server failed"
-    if status >= 400:
-        return "The upstream server rejected the request"
-    return "The upstream server answered with an unexpected status"
-
-
-def _log_upstream_failure(error_class: str, status: int | None, detail: str) -> None:
-    what = f"HTTP {status}" if error_class == "http" and status is not None else error_class
-    log.warning("upstream failed (%s): %s", what, detail)
-
-
-def _status_for(error_class: str | None, status: int | None) -> int:
-    """The status a proxy client sees for an upstream failure.
-
-    Statuses that describe the client's own request (bad input, too large,
-    rate-limited, overloaded) pass through; an upstream credential or server
-    fault is the proxy's gateway problem (502); a silent upstream is 504.
-    """
-    if error_class == "http" and status in (400, 404, 413, 422, 429, 503, 529):
-        return int(status)
-    if error_class == "timeout":
-        return 504
-    return 502
-
-
-def is_truncation(response: Response) -> bool:
-    """True when `response` failed only because it stopped at the token limit.
-
-    llmchat treats ``length`` as a failure; a proxy client asked for the limit
-    (`num_predict`, Anthropic's required `max_tokens`) and gets an ordinary
-    ``length`` / ``max_tokens`` ending instead.
-    """
-    return (
-        not response.is_success
-        and not response.is_cancelled
-        and response.error_class == "response"
-        and response.finish_reason == "length"
-    )
-
-
-def openai_chunk(
-    chunk: Chunk, *, thinking: bool = True, response_id: str | None = None
-) -> dict[str, Any]:
-    """One llmchat `Chunk` as the decoded OpenAI chunk a stream translator takes.
-
-    Built from the parsed fields rather than `chunk.raw`: the upstream's
-    parser has already assembled tool calls, so each lands whole on the
-    finish chunk (as one fragment per call), and no fragment is seen twice.
-    `thinking=False` leaves reasoning out (a client that asked not to see it).
-    The id is `response_id` (the Response's, as streamed Chunks keep no `raw`
-    by default), else one a kept `raw` carries.
-    """
-    delta: dict[str, Any] = {}
-    if chunk.content:
-        delta["content"] = chunk.content
-    if thinking and chunk.thinking:
-        delta["reasoning_content"] = chunk.thinking
-    if chunk.tool_calls:
-        delta["tool_calls"] = [
-            {"index": i, **call.to_openai()} for i, call in enumerate(chunk.tool_calls)
-        ]
-    out: dict[str, Any] = {}
-    raw = chunk.raw
-    if response_id is not None:
-        out["id"] = response_id
-    elif raw is not None and type(raw.get("id")) is str:
-        out["id"] = raw["id"]
-    if chunk.model:
-        out["model"] = chunk.model
-    if delta or chunk.is_final:
-        out["choices"] = [
-            {
-                "index": 0,
-                "delta": delta,
-                "finish_reason": chunk.finish_reason if chunk.is_final else None,
-            }
-        ]
-    else:
-        out["choices"] = []
-    if chunk.usage is not None:
-        out["usage"] = dict(chunk.usage)
-    return out
 
 
 class Call:
@@ -297,7 +161,7 @@ class Upstream:
             error_class = last.error_class if last and last.error_class else "unknown"
             status = last.error_status if last else None
             return Failure(
-                _status_for(error_class, status), client_message(error_class, status), error_class
+                status_for(error_class, status), client_message(error_class, status), error_class
             )
         call._track(response=response)
         return response
@@ -419,9 +283,9 @@ class Upstream:
             error_class, message = classify_exception(
                 exc, exchange=exchange, after_headers=False, timeouts=backend.timeouts
             )
-            _log_upstream_failure(error_class, None, relay.redactor.text(message))
+            log_upstream_failure(error_class, None, relay.redactor.text(message))
             relay.failure = Failure(
-                _status_for(error_class, None), client_message(error_class, None), error_class
+                status_for(error_class, None), client_message(error_class, None), error_class
             )
             return
         relay.http = http
@@ -462,10 +326,8 @@ class Relay:
         message = json_error_message(parse_json(decode_body(data)))
         if message is not None:
             message = self.redactor.text(message)
-        _log_upstream_failure(
-            "http", status, ErrorBody(len(data), content_type, message).describe()
-        )
-        return Failure(_status_for("http", status), client_message("http", status), "http")
+        log_upstream_failure("http", status, ErrorBody(len(data), content_type, message).describe())
+        return Failure(status_for("http", status), client_message("http", status), "http")
 
     def chunks(self) -> Iterator[bytes]:
         """The upstream body as it arrives; stops quietly when the exchange is aborted."""
