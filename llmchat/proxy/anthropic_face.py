@@ -48,21 +48,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import wire_json
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..protocols.anthropic import error_type_for_status, thinking_signature
 from ..tools import ToolCall
+from .anthropic_history import history_messages, required, text_of
 from .fields import integer, json_type, number, require_bool, require_mapping, require_str
-from .images import data_url
 
 __all__ = ["error_body", "message_body", "messages_request"]
 
 _EFFORT_LOW_BELOW: Final = 4096
 _EFFORT_MEDIUM_BELOW: Final = 16384
 _EFFORTS: Final = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
-
-
-_DROPPED_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 
 
 # -- request --------------------------------------------------------------
@@ -75,11 +71,11 @@ def messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
     (default false), plus only the fields the request gave.
     """
     require_mapping(body, "body")
-    model = _required(body, "model")
+    model = required(body, "model")
     require_str(model, "model")
     if not model:
         raise InvalidArgumentError("model: must not be empty")
-    max_tokens = integer(_required(body, "max_tokens"), "max_tokens")
+    max_tokens = integer(required(body, "max_tokens"), "max_tokens")
     if max_tokens < 1:
         raise InvalidArgumentError(f"max_tokens: must be at least 1, not {max_tokens}")
     stream = body.get("stream")
@@ -88,7 +84,7 @@ def messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
     require_bool(stream, "stream")
 
     messages = _system(body.get("system"))
-    messages.extend(_messages(_required(body, "messages")))
+    messages.extend(history_messages(required(body, "messages")))
     out: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -177,170 +173,13 @@ def _system(value: Any) -> list[dict[str, Any]]:
             kind = block.get("type")
             if kind != "text":
                 raise InvalidArgumentError(f"{where}.type: must be 'text', not {kind!r}")
-            texts.append(_text_of(block, where))
+            texts.append(text_of(block, where))
         text = "\n".join(texts)
     else:
         raise InvalidTypeError(
             f"system: must be a string or a list of text blocks, not {json_type(value)}"
         )
     return [{"role": "system", "content": text}] if text else []
-
-
-def _messages(value: Any) -> list[dict[str, Any]]:
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"messages: must be a list, not {json_type(value)}")
-    if not value:
-        raise InvalidArgumentError("messages: must hold at least one message")
-    out: list[dict[str, Any]] = []
-    for index, message in enumerate(value):
-        where = f"messages[{index}]"
-        require_mapping(message, where)
-        role = _required(message, "role", where)
-        if role not in ("user", "assistant"):
-            raise InvalidArgumentError(f"{where}.role: must be 'user' or 'assistant', not {role!r}")
-        content = _required(message, "content", where)
-        if isinstance(content, str):
-            out.append({"role": role, "content": content})
-            continue
-        if not isinstance(content, list):
-            raise InvalidTypeError(
-                f"{where}.content: must be a string or a list of blocks, not {json_type(content)}"
-            )
-        if not content:
-            raise InvalidArgumentError(f"{where}.content: must not be empty")
-        if role == "user":
-            out.extend(_user_turn(content, where))
-        else:
-            out.extend(_assistant_turn(content, where))
-    return out
-
-
-def _block_type(block: Any, where: str) -> str:
-    require_mapping(block, where)
-    kind = _required(block, "type", where)
-    return require_str(kind, f"{where}.type")
-
-
-def _user_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
-    for position, block in enumerate(blocks):
-        at = f"{where}.content[{position}]"
-        kind = _block_type(block, at)
-        if kind == "text":
-            parts.append({"type": "text", "text": _text_of(block, at)})
-        elif kind == "image":
-            parts.append({"type": "image_url", "image_url": {"url": _image_url(block, at)}})
-        elif kind == "tool_result":
-            results.append(_tool_result(block, at))
-        elif kind in _DROPPED_BLOCKS:
-            continue
-        elif kind == "tool_use":
-            raise InvalidArgumentError(f"{at}.type: 'tool_use' belongs in an assistant turn")
-        else:
-            raise InvalidArgumentError(f"{at}.type: unsupported content block type {kind!r}")
-    if parts:
-        only_text = len(parts) == 1 and parts[0]["type"] == "text"
-        results.append({"role": "user", "content": parts[0]["text"] if only_text else parts})
-    return results
-
-
-def _assistant_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for position, block in enumerate(blocks):
-        at = f"{where}.content[{position}]"
-        kind = _block_type(block, at)
-        if kind == "text":
-            texts.append(_text_of(block, at))
-        elif kind == "tool_use":
-            calls.append(_tool_use(block, at))
-        elif kind in _DROPPED_BLOCKS:
-            continue
-        elif kind in ("tool_result", "image"):
-            raise InvalidArgumentError(f"{at}.type: {kind!r} belongs in a user turn")
-        else:
-            raise InvalidArgumentError(f"{at}.type: unsupported content block type {kind!r}")
-    if not texts and not calls:
-        return []
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
-    if calls:
-        message["tool_calls"] = calls
-    return [message]
-
-
-def _text_of(block: Mapping[str, Any], where: str) -> str:
-    text = _required(block, "text", where)
-    return require_str(text, f"{where}.text")
-
-
-def _image_url(block: Mapping[str, Any], where: str) -> str:
-    source = _required(block, "source", where)
-    require_mapping(source, f"{where}.source")
-    kind = _required(source, "type", f"{where}.source")
-    if kind == "base64":
-        media_type = _required(source, "media_type", f"{where}.source")
-        require_str(media_type, f"{where}.source.media_type")
-        if not media_type:
-            raise InvalidArgumentError(f"{where}.source.media_type: must not be empty")
-        data = _required(source, "data", f"{where}.source")
-        return data_url(data, field=f"{where}.source.data", media_type=media_type)
-    if kind == "url":
-        url = _required(source, "url", f"{where}.source")
-        url = require_str(url, f"{where}.source.url")
-        if not url:
-            raise InvalidArgumentError(f"{where}.source.url: must not be empty")
-        return url
-    raise InvalidArgumentError(f"{where}.source.type: must be 'base64' or 'url', not {kind!r}")
-
-
-def _tool_use(block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    call_id = _required(block, "id", where)
-    require_str(call_id, f"{where}.id")
-    name = _required(block, "name", where)
-    require_str(name, f"{where}.name")
-    if not name:
-        raise InvalidArgumentError(f"{where}.name: must not be empty")
-    arguments = block.get("input")
-    if arguments is None:
-        arguments = {}
-    require_mapping(arguments, f"{where}.input")
-    try:
-        text = wire_json.encode_data(arguments).decode("utf-8")
-    except (InvalidArgumentError, InvalidTypeError) as exc:
-        raise type(exc)(f"{where}.input: {exc}") from None
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
-
-
-def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    call_id = _required(block, "tool_use_id", where)
-    require_str(call_id, f"{where}.tool_use_id")
-    content = block.get("content")
-    if content is None:
-        text = ""
-    elif isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        texts = []
-        for position, inner in enumerate(content):
-            at = f"{where}.content[{position}]"
-            kind = _block_type(inner, at)
-            if kind != "text":
-                raise InvalidArgumentError(
-                    f"{at}.type: a tool result can only carry text here, not {kind!r}"
-                )
-            texts.append(_text_of(inner, at))
-        text = "\n".join(texts)
-    else:
-        raise InvalidTypeError(
-            f"{where}.content: must be a string or a list of blocks, not {json_type(content)}"
-        )
-    is_error = block.get("is_error")
-    if is_error is not None:
-        require_bool(is_error, f"{where}.is_error")
-        if is_error:
-            text = f"Error: {text}" if text else "Error"
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 def _stop_sequences(value: Any) -> list[str]:
@@ -365,11 +204,11 @@ def _tools(value: Any) -> list[dict[str, Any]]:
         kind = tool.get("type")
         if kind is not None and kind != "custom":
             raise InvalidArgumentError(f"{where}.type: server tool {kind!r} is not supported")
-        name = _required(tool, "name", where)
+        name = required(tool, "name", where)
         require_str(name, f"{where}.name")
         if not name:
             raise InvalidArgumentError(f"{where}.name: must not be empty")
-        schema = _required(tool, "input_schema", where)
+        schema = required(tool, "input_schema", where)
         require_mapping(schema, f"{where}.input_schema")
         function: dict[str, Any] = {"name": name}
         description = tool.get("description")
@@ -385,7 +224,7 @@ def _tool_choice(value: Any, out: dict[str, Any]) -> None:
     if value is None:
         return
     require_mapping(value, "tool_choice")
-    kind = _required(value, "type", "tool_choice")
+    kind = required(value, "type", "tool_choice")
     if kind == "auto":
         out["tool_choice"] = "auto"
     elif kind == "any":
@@ -393,7 +232,7 @@ def _tool_choice(value: Any, out: dict[str, Any]) -> None:
     elif kind == "none":
         out["tool_choice"] = "none"
     elif kind == "tool":
-        name = _required(value, "name", "tool_choice")
+        name = required(value, "name", "tool_choice")
         require_str(name, "tool_choice.name")
         if not name:
             raise InvalidArgumentError("tool_choice.name: must not be empty")
@@ -413,14 +252,14 @@ def _thinking(value: Any) -> str | None:
     if value is None:
         return None
     require_mapping(value, "thinking")
-    kind = _required(value, "type", "thinking")
+    kind = required(value, "type", "thinking")
     if kind in ("disabled", "adaptive"):
         return None
     if kind != "enabled":
         raise InvalidArgumentError(
             f"thinking.type: must be 'enabled', 'disabled' or 'adaptive', not {kind!r}"
         )
-    budget = integer(_required(value, "budget_tokens", "thinking"), "thinking.budget_tokens")
+    budget = integer(required(value, "budget_tokens", "thinking"), "thinking.budget_tokens")
     if budget < 1:
         raise InvalidArgumentError(f"thinking.budget_tokens: must be at least 1, not {budget}")
     if budget < _EFFORT_LOW_BELOW:
@@ -443,7 +282,7 @@ def _output_config(value: Any, out: dict[str, Any]) -> str | None:
             raise InvalidArgumentError(
                 f"output_config.format.type: must be 'json_schema', not {kind!r}"
             )
-        schema = _required(response_format, "schema", "output_config.format")
+        schema = required(response_format, "schema", "output_config.format")
         require_mapping(schema, "output_config.format.schema")
         out["response_format"] = {
             "type": "json_schema",
@@ -457,14 +296,3 @@ def _output_config(value: Any, out: dict[str, Any]) -> str | None:
             f"output_config.effort: must be one of {', '.join(_EFFORTS)}, not {effort!r}"
         )
     return _EFFORTS[effort]
-
-
-# -- validation -----------------------------------------------------------
-
-
-def _required(container: Mapping[str, Any], key: str, where: str = "") -> Any:
-    value = container.get(key)
-    if value is None:
-        path = f"{where}.{key}" if where else key
-        raise InvalidArgumentError(f"{path}: is required")
-    return value
