@@ -56,6 +56,16 @@ def chat_body(prompt: str, *, stream: bool) -> dict[str, Any]:
     return body
 
 
+def responses_body_for(prompt: str) -> dict[str, Any]:
+    """A Responses API request for `prompt` (the system text as ``instructions``)."""
+    return {
+        "model": MODEL,
+        "instructions": SYSTEM,
+        "input": prompt,
+        "max_output_tokens": MAX_TOKENS,
+    }
+
+
 # -- the upstream -----------------------------------------------------------------
 
 
@@ -135,6 +145,8 @@ def face_readers(session: Any, proxy: str) -> dict[str, Callable[[], str]]:
             "stream": True,
         }
     ).encode()
+    responses_url = proxy + "/v1/responses"
+    responses_body = json.dumps({**responses_body_for(LONG_PROMPT), "stream": True}).encode()
 
     def raw_ollama() -> str:
         with session.post(ollama_url, data=ollama_body, headers=HEADERS, stream=True) as r:
@@ -142,20 +154,36 @@ def face_readers(session: Any, proxy: str) -> dict[str, Callable[[], str]]:
         return "".join(texts)
 
     def raw_anthropic() -> str:
-        texts = []
         with session.post(anthropic_url, data=anthropic_body, headers=HEADERS, stream=True) as r:
-            for name, payload in sse_payloads(r):
-                if name == b"content_block_delta":
-                    delta = json.loads(payload)["delta"]
-                    if delta.get("type") == "text_delta":
-                        texts.append(delta["text"])
-        return "".join(texts)
+            return sse_texts(r, b"content_block_delta", anthropic_text)
+
+    def raw_responses() -> str:
+        with session.post(responses_url, data=responses_body, headers=HEADERS, stream=True) as r:
+            return sse_texts(r, b"response.output_text.delta", lambda event: event["delta"])
 
     return {
         "raw ollama": raw_ollama,
         "raw anthropic": raw_anthropic,
+        "raw responses": raw_responses,
         "raw relay": raw_chat_reader(session, proxy + "/v1/chat/completions"),
     }
+
+
+def sse_texts(response: Any, event: bytes, text: Callable[[Any], str | None]) -> str:
+    """The texts `text` picks from each `event` frame of an SSE body (`json.loads` each), joined."""
+    texts = []
+    for name, payload in sse_payloads(response):
+        if name == event:
+            piece = text(json.loads(payload))
+            if piece:
+                texts.append(piece)
+    return "".join(texts)
+
+
+def anthropic_text(event: Any) -> str | None:
+    """A ``content_block_delta``'s text, if it is a ``text_delta``."""
+    delta = event["delta"]
+    return delta["text"] if delta.get("type") == "text_delta" else None
 
 
 # -- the contenders ---------------------------------------------------------------
@@ -211,16 +239,19 @@ class Contenders:
         self.stream["llmchat"], self.short["llmchat"] = mine, mine_short
 
     def _openai(self, upstream: str, proxy: str) -> None:
-        """The openai SDK's chat completions, direct and through the relay."""
+        """The openai SDK: chat completions direct and through the relay, and the Responses face."""
         try:
             import openai
         except ImportError:
             self.notes["openai"] = self.notes["openai relay"] = NOT_INSTALLED
+            self.notes["responses"] = NOT_INSTALLED
             return
         for name, base in (("openai", upstream), ("openai relay", proxy + "/v1")):
             client = openai.OpenAI(base_url=base, api_key="x", max_retries=0, timeout=WAIT)
             self._closers.append(client.close)
             self.stream[name], self.short[name] = openai_chat(client)
+        # the last client is the proxy's: its /v1/responses is the Responses face
+        self.stream["responses"], self.short["responses"] = openai_responses(client)
 
     def _litellm(self, upstream: str) -> None:
         lite = litellm_stream(upstream, MODEL, messages(LONG_PROMPT), max_tokens=MAX_TOKENS)
@@ -311,6 +342,26 @@ def openai_chat(client: Any) -> tuple[Callable[[], str], Callable[[], str]]:
     def sdk_short() -> str:
         answer = create(model=MODEL, messages=short_messages, max_tokens=MAX_TOKENS)
         return answer.choices[0].message.content or ""
+
+    return sdk, sdk_short
+
+
+def openai_responses(client: Any) -> tuple[Callable[[], str], Callable[[], str]]:
+    """`client.responses.create`: a long stream's text, a short answer's `output_text`.
+
+    The stream is read as Codex reads it: every event in order, the text from
+    each ``response.output_text.delta`` (not the `responses.stream()` helper,
+    which also accumulates a snapshot of the response per event).
+    """
+    create = client.responses.create
+    long_body, short_body = responses_body_for(LONG_PROMPT), responses_body_for(SHORT_PROMPT)
+
+    def sdk() -> str:
+        events = create(**long_body, stream=True)
+        return "".join(e.delta for e in events if e.type == "response.output_text.delta")
+
+    def sdk_short() -> str:
+        return str(create(**short_body).output_text)
 
     return sdk, sdk_short
 

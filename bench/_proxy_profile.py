@@ -83,7 +83,7 @@ def profile_proxy(upstream: str, expected: str, streams: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     with llmchat.OpenAICommon(upstream, model=MODEL) as backend, requests.Session() as session:
-        for face in ("raw ollama", "raw anthropic", "raw relay"):
+        for face in ("raw ollama", "raw anthropic", "raw responses", "raw relay"):
             app = ProfiledApp(make_app(backend))
             server = make_server(app, "127.0.0.1", 0)
             thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -114,6 +114,7 @@ def stage_costs() -> dict[str, float]:
     from llmchat import wire_json
     from llmchat.protocols.anthropic import AnthropicStream
     from llmchat.protocols.ollama import OllamaStream
+    from llmchat.protocols.responses import ResponsesStream
 
     chunk = {
         "id": "chatcmpl-x",
@@ -121,7 +122,9 @@ def stage_costs() -> dict[str, float]:
         "choices": [{"index": 0, "delta": {"content": " the"}, "finish_reason": None}],
     }
     ollama_stream, anthropic_stream = OllamaStream(MODEL), AnthropicStream(MODEL)
+    responses_stream = ResponsesStream({"model": MODEL})
     anthropic_stream.start()
+    responses_stream.start()
     line = {
         "model": MODEL,
         "created_at": ollama_stream._now(),
@@ -131,6 +134,7 @@ def stage_costs() -> dict[str, float]:
     fns: dict[str, Callable[[], Any]] = {
         "ollama delta": lambda: ollama_stream.delta(chunk),
         "anthropic delta": lambda: anthropic_stream.delta(chunk),
+        "responses delta": lambda: responses_stream.delta(chunk),
         "now": ollama_stream._now,
         "wire_json": lambda: wire_json.encode_data(line),
         "json.dumps": lambda: json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode(),

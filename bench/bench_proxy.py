@@ -1,4 +1,4 @@
-"""What the translating proxy costs: its three faces against the same clients going direct.
+"""What the translating proxy costs: its four faces against the same clients going direct.
 
 One `llmchat.testing.ScriptedServer` is the upstream. It replays a fixed OpenAI
 stream (the llama.cpp-shaped frames of `bench_stream`: a role frame, 1,000
@@ -12,9 +12,10 @@ loopback with its own `make_server`, in a thread of the same interpreter.
 1. Streaming, seconds per 1,000-delta stream: the raw floor (`requests` on the
    upstream's SSE), `openai`, `litellm` and llmchat direct to the upstream;
    through the proxy the real `ollama` client (Ollama face), the `anthropic`
-   SDK (Anthropic face, `messages.stream` + `text_stream`) and `openai`
-   (the OpenAI relay face); plus raw readers of each face, which isolate the
-   proxy's own cost from its clients'.
+   SDK (Anthropic face, `messages.stream` + `text_stream`), `openai`'s
+   `responses.create(stream=True)` (Responses face, read event by event as
+   Codex reads it) and `openai` (the OpenAI relay face); plus raw readers of
+   each face, which isolate the proxy's own cost from its clients'.
 2. A short blocking request, ms per request, for the same paths (no litellm).
 
 Every path's text is checked on every call (equal to the expected text); all
@@ -70,9 +71,12 @@ STREAM_LABELS = {
     "llmchat": "llmchat direct: `chat_completion_stream`, iterate",
     "ollama": "proxy, Ollama face: ollama {ollama} `Client.chat(stream=True)`",
     "anthropic": "proxy, Anthropic face: anthropic {anthropic} `messages.stream` `text_stream`",
+    "responses": "proxy, Responses face: openai {openai} `responses.create(stream=True)`, "
+    "`response.output_text.delta` events",
     "openai relay": "proxy, OpenAI relay: openai {openai} `create(stream=True)`",
     "raw ollama": "diagnostic: raw reader of the Ollama face (split lines, `json.loads`)",
     "raw anthropic": "diagnostic: raw reader of the Anthropic face (split frames, `json.loads`)",
+    "raw responses": "diagnostic: raw reader of the Responses face (split frames, `json.loads`)",
     "raw relay": "diagnostic: raw reader of the relay face (same parse as the floor)",
 }
 SHORT_LABELS = {
@@ -81,8 +85,11 @@ SHORT_LABELS = {
     "llmchat": "llmchat direct: `backend.chat_completion(...)`",
     "ollama": "proxy, Ollama face: ollama {ollama} `Client.chat(stream=False)`",
     "anthropic": "proxy, Anthropic face: anthropic {anthropic} `messages.create(...)`",
+    "responses": "proxy, Responses face: openai {openai} `responses.create(...)`, `output_text`",
     "openai relay": "proxy, OpenAI relay: openai {openai} `create(...)`",
 }
+TRANSLATED = ("ollama", "anthropic", "responses", "raw ollama", "raw anthropic", "raw responses")
+"""The translating faces' paths: no direct counterpart, compared with llmchat direct instead."""
 DIRECT_OF = {"openai relay": "openai", "raw relay": "raw"}
 """The same client going direct, for the faces that have one."""
 
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{(s - seconds[direct]) / DELTAS * 1e6:+,.1f}"
             if direct in seconds
             else f"({(s - mine) / DELTAS * 1e6:+,.1f})"
-            if name in ("ollama", "anthropic", "raw ollama", "raw anthropic")
+            if name in TRANSLATED
             else ""
         )
         return [
@@ -216,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     for face, title in (
         ("raw ollama", "Ollama face (`/api/chat`, NDJSON)"),
         ("raw anthropic", "Anthropic face (`/v1/messages`, SSE)"),
+        ("raw responses", "Responses face (`/v1/responses`, SSE)"),
         ("raw relay", "OpenAI relay (`/v1/chat/completions`, bytes passed through)"),
     ):
         cpu = profiles[face][0]
@@ -226,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, label in (
             ("ollama delta", "`OllamaStream.delta(chunk)`: one content delta to one NDJSON line"),
             ("anthropic delta", "`AnthropicStream.delta(chunk)`: one `text_delta` event"),
+            (
+                "responses delta",
+                "`ResponsesStream.delta(chunk)`: one `response.output_text.delta` event",
+            ),
             ("now", "of which for Ollama: `OllamaStream._now()` (`created_at`)"),
             ("wire_json", "`wire_json.encode_data(line)` of one Ollama line"),
             ("json.dumps", "for comparison: `json.dumps(line, ...).encode()` of the same line"),
@@ -234,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     for cells in stage_rows:
         print(f"  {cells[0]}: {cells[1]} µs")
     profile_md: list[str] = []
-    for face, title in (("raw ollama", "Ollama face"), ("raw anthropic", "Anthropic face")):
+    for face, title in (
+        ("raw ollama", "Ollama face"),
+        ("raw anthropic", "Anthropic face"),
+        ("raw responses", "Responses face"),
+    ):
         stats = profiles[face][1]
         packages, functions = profile_rows(stats, PROFILE_STREAMS * DELTAS)
         print(f"profile of the proxy thread, {face}:")
@@ -260,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         return (seconds[name] - seconds[base]) / DELTAS * 1e6
 
     facts = []
-    for name, title in (("raw ollama", "Ollama"), ("raw anthropic", "Anthropic")):
+    for name, title in (
+        ("raw ollama", "Ollama"),
+        ("raw anthropic", "Anthropic"),
+        ("raw responses", "Responses"),
+    ):
         if name in seconds:
             facts.append(f"{title} face {per_delta(name, 'raw'):+,.1f} µs")
     facts.append(f"OpenAI relay {per_delta('raw relay', 'raw'):+,.1f} µs")
@@ -286,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Best of {args.rounds} interleaved rounds of one stream per path. The Ollama "
         "and Anthropic clients have no direct counterpart (they speak only their own "
-        "protocol), so their added cost is given against the raw floor and, in "
+        "protocol), nor has `openai`'s Responses API (the upstream speaks only chat "
+        "completions; the Responses row reads every event of `responses.create(stream=True)` "
+        "as Codex does, keeping the `response.output_text.delta` texts), so their added "
+        "cost is given against the raw floor and, in "
         "parentheses, against llmchat direct (the proxy's own upstream client); the relay "
         "row is compared with the same openai SDK going direct, a like-for-like figure. "
         "The diagnostic rows read each face with a minimal `requests` reader: against the "
@@ -301,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         "### One short blocking request",
         "",
         f"Best of {args.short_rounds} interleaved rounds of {args.short_calls} requests per "
-        'path; the answer is "ok". Direct paths get a `chat.completion`; the Ollama and '
-        "Anthropic faces turn a blocking request into a one-delta upstream stream, wait "
+        'path; the answer is "ok". Direct paths get a `chat.completion`; the Ollama, '
+        "Anthropic and Responses faces turn a blocking request into a one-delta upstream "
+        "stream, wait "
         "for its end and answer one JSON body; the relay forwards the blocking request "
         "and its body as bytes. "
         f"({upstream_posts:,} upstream requests in the timed rounds.)",
@@ -339,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(one C encoder call; `json.dumps` of the same line takes "
         f"{stages['json.dumps']:,.1f}) and the per-line `created_at` timestamp "
         f"(date formatted once per second) {stages['now']:,.1f} µs. `AnthropicStream.delta` "
-        f"({stages['anthropic delta']:,.1f} µs) pays the same encoder but no timestamp. "
+        f"({stages['anthropic delta']:,.1f} µs) pays the same encoder but no timestamp; "
+        f"`ResponsesStream.delta` ({stages['responses delta']:,.1f} µs) the same encoder "
+        "for a larger event (its type, a sequence number, the item id and indexes). "
         "Then every translated piece is its own write: the server sends each yielded "
         "bytes object at once as one HTTP chunk (unbuffered, as streaming needs), "
         "and in the profile the send is the largest single entry — mostly not the "
