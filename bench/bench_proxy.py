@@ -1,4 +1,4 @@
-"""What the translating proxy costs: its three faces against the same clients going direct.
+"""What the translating proxy costs: its four faces against the same clients going direct.
 
 One `llmchat.testing.ScriptedServer` is the upstream. It replays a fixed OpenAI
 stream (the llama.cpp-shaped frames of `bench_stream`: a role frame, 1,000
@@ -12,9 +12,10 @@ loopback with its own `make_server`, in a thread of the same interpreter.
 1. Streaming, seconds per 1,000-delta stream: the raw floor (`requests` on the
    upstream's SSE), `openai`, `litellm` and llmchat direct to the upstream;
    through the proxy the real `ollama` client (Ollama face), the `anthropic`
-   SDK (Anthropic face, `messages.stream` + `text_stream`) and `openai`
-   (the OpenAI relay face); plus raw readers of each face, which isolate the
-   proxy's own cost from its clients'.
+   SDK (Anthropic face, `messages.stream` + `text_stream`), `openai`'s
+   `responses.create(stream=True)` (Responses face, read event by event as
+   Codex reads it) and `openai` (the OpenAI relay face); plus raw readers of
+   each face, which isolate the proxy's own cost from its clients'.
 2. A short blocking request, ms per request, for the same paths (no litellm).
 
 Every path's text is checked on every call (equal to the expected text); all
@@ -26,483 +27,39 @@ rows of one table are timed in the same interleaved rounds.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import cProfile
-import json
-import pstats
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from _proxy_paths import (
+    DELTAS,
+    DRAIN,
+    MODEL,
+    SHORT_TEXT,
+    WAIT,
+    WRITE_SIZE,
+    Contenders,
+    checked,
+    litellm_idle,
+    upstream_script,
+)
+from _proxy_profile import PROFILE_STREAMS, profile_proxy, profile_rows, stage_costs
 from _report import (
     BENCHMARKS_MD,
     NOT_INSTALLED,
-    best_of,
     best_of_interleaved,
     blocked,
-    calls_for,
-    close_litellm,
-    litellm_stream,
     loopback_only,
-    own_time_by_package,
     package_versions,
-    profile_package,
-    profile_where,
     stamp,
     table,
     write_section,
 )
-from bench_stream import deltas, raw_content, raw_frames, stream_frames
+from bench_stream import deltas, stream_frames
 
 SECTION = "Translating proxy: what each face costs"
-
-MODEL = "loopback"
-SYSTEM = "You are a terse assistant."
-LONG_PROMPT = "Tell me a long story."
-SHORT_PROMPT = "Say ok."
-SHORT_TEXT = "ok"
-DELTAS = 1_000
-WRITE_SIZE = 65_536
-MAX_TOKENS = 4_096
-"""Anthropic requires `max_tokens`; every client sends it, above the stream's length."""
-WAIT = 10.0
-PROFILE_STREAMS = 10
-
-
-def messages(prompt: str) -> list[dict[str, Any]]:
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-
-
-# -- the upstream -----------------------------------------------------------------
-
-
-def upstream_script(long_reply: Any) -> Callable[[Any], Any]:
-    """The ScriptedServer's responder: the long stream for the long prompt, else "ok"."""
-    from llmchat.testing import ChatResponder
-
-    short = ChatResponder(SHORT_TEXT, model=MODEL)
-    marker = LONG_PROMPT.encode()
-
-    def respond(request: Any) -> Any:
-        return long_reply if marker in request.body else short(request)
-
-    return respond
-
-
-# -- raw readers ------------------------------------------------------------------
-
-
-def ndjson_lines(response: Any) -> Iterator[bytes]:
-    """Split an NDJSON body (the Ollama face) into lines, `read1` at a time."""
-    read1 = response.raw.read1
-    rest = b""
-    while True:
-        data = read1(WRITE_SIZE)
-        if not data:
-            if rest.strip():
-                yield rest
-            return
-        *lines, rest = (rest + data).split(b"\n")
-        yield from lines
-
-
-def sse_payloads(response: Any) -> Iterator[tuple[bytes, bytes]]:
-    """Split an SSE body into `(event name, data payload)` frames, `read1` at a time."""
-    read1 = response.raw.read1
-    rest = b""
-    while True:
-        data = read1(WRITE_SIZE)
-        if not data:
-            return
-        *frames, rest = (rest + data).split(b"\n\n")
-        for frame in frames:
-            name, payload = b"", b""
-            for line in frame.split(b"\n"):
-                if line.startswith(b"event: "):
-                    name = line[7:]
-                elif line.startswith(b"data: "):
-                    payload = line[6:]
-            yield name, payload
-
-
-def face_readers(session: Any, proxy: str) -> dict[str, Callable[[], str]]:
-    """Minimal `requests` readers of the proxy's three faces, for the long prompt."""
-    headers = {"Content-Type": "application/json"}
-    long_messages = messages(LONG_PROMPT)
-    long_body = json.dumps(
-        {
-            "model": MODEL,
-            "messages": long_messages,
-            "max_tokens": MAX_TOKENS,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-    ).encode()
-    ollama_url, anthropic_url = proxy + "/api/chat", proxy + "/v1/messages"
-    relay_url = proxy + "/v1/chat/completions"
-    ollama_body = json.dumps({"model": MODEL, "messages": long_messages, "stream": True}).encode()
-    anthropic_body = json.dumps(
-        {
-            "model": MODEL,
-            "max_tokens": MAX_TOKENS,
-            "system": SYSTEM,
-            "messages": [{"role": "user", "content": LONG_PROMPT}],
-            "stream": True,
-        }
-    ).encode()
-
-    def raw_ollama() -> str:
-        with session.post(ollama_url, data=ollama_body, headers=headers, stream=True) as r:
-            texts = [json.loads(line)["message"]["content"] for line in ndjson_lines(r)]
-        return "".join(texts)
-
-    def raw_anthropic() -> str:
-        texts = []
-        with session.post(anthropic_url, data=anthropic_body, headers=headers, stream=True) as r:
-            for name, payload in sse_payloads(r):
-                if name == b"content_block_delta":
-                    delta = json.loads(payload)["delta"]
-                    if delta.get("type") == "text_delta":
-                        texts.append(delta["text"])
-        return "".join(texts)
-
-    def raw_relay() -> str:
-        with session.post(relay_url, data=long_body, headers=headers, stream=True) as r:
-            texts = [raw_content(payload) for payload in raw_frames(r)]
-        return "".join(text for text in texts if text)
-
-    return {"raw ollama": raw_ollama, "raw anthropic": raw_anthropic, "raw relay": raw_relay}
-
-
-# -- the contenders ---------------------------------------------------------------
-
-
-class Contenders:
-    """Every client, built once; `stream[name]()` and `short[name]()` return the text read."""
-
-    def __init__(self, upstream: str, proxy: str, versions: dict[str, str]) -> None:
-        import requests
-
-        import llmchat
-
-        self.stream: dict[str, Callable[[], str]] = {}
-        self.short: dict[str, Callable[[], str]] = {}
-        self.notes: dict[str, str] = {}
-        self._closers: list[Callable[[], Any]] = []
-        long_messages, short_messages = messages(LONG_PROMPT), messages(SHORT_PROMPT)
-
-        # -- direct to the upstream ---------------------------------------------
-        session = requests.Session()
-        self._closers.append(session.close)
-        headers = {"Content-Type": "application/json"}
-        chat_url = upstream + "/chat/completions"
-        long_body = json.dumps(
-            {
-                "model": MODEL,
-                "messages": long_messages,
-                "max_tokens": MAX_TOKENS,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-        ).encode()
-        short_body = {"model": MODEL, "messages": short_messages, "max_tokens": MAX_TOKENS}
-
-        def raw() -> str:
-            with session.post(chat_url, data=long_body, headers=headers, stream=True) as r:
-                texts = [raw_content(payload) for payload in raw_frames(r)]
-            return "".join(text for text in texts if text)
-
-        def raw_short() -> str:
-            r = session.post(chat_url, data=json.dumps(short_body).encode(), headers=headers)
-            return json.loads(r.content)["choices"][0]["message"]["content"]
-
-        self.stream["raw"], self.short["raw"] = raw, raw_short
-
-        backend = llmchat.OpenAICommon(upstream, model=MODEL)
-        self._closers.append(backend.close)
-        settings = llmchat.Settings(max_tokens=MAX_TOKENS)
-
-        def mine() -> str:
-            response = backend.chat_completion_stream(long_messages, settings=settings)
-            texts = [chunk.content for chunk in response if chunk.content]
-            assert response.is_success, response.err
-            return "".join(texts)
-
-        def mine_short() -> str:
-            return backend.chat_completion(short_messages, settings=settings).msg
-
-        self.stream["llmchat"], self.short["llmchat"] = mine, mine_short
-
-        try:
-            import openai
-        except ImportError:
-            self.notes["openai"] = self.notes["openai relay"] = NOT_INSTALLED
-        else:
-            for name, base in (("openai", upstream), ("openai relay", proxy + "/v1")):
-                client = openai.OpenAI(base_url=base, api_key="x", max_retries=0, timeout=WAIT)
-                self._closers.append(client.close)
-                self.stream[name], self.short[name] = self._openai(client.chat.completions.create)
-
-        lite = litellm_stream(upstream, MODEL, long_messages, max_tokens=MAX_TOKENS)
-        if lite is None:
-            self.notes["litellm"] = NOT_INSTALLED
-        else:
-            self.stream["litellm"] = lite
-            self._closers.append(close_litellm)
-
-        # -- through the proxy ----------------------------------------------------
-        try:
-            import ollama
-        except ImportError:
-            self.notes["ollama"] = NOT_INSTALLED
-        else:
-            client = ollama.Client(host=proxy, timeout=WAIT)
-            with contextlib.suppress(Exception):
-                self._closers.append(client._client.close)  # its httpx.Client (private)
-
-            def olla() -> str:
-                parts = client.chat(model=MODEL, messages=long_messages, stream=True)
-                return "".join(part.message.content or "" for part in parts)
-
-            def olla_short() -> str:
-                answer = client.chat(model=MODEL, messages=short_messages, stream=False)
-                return answer.message.content or ""
-
-            self.stream["ollama"], self.short["ollama"] = olla, olla_short
-
-        try:
-            import anthropic
-        except ImportError:
-            self.notes["anthropic"] = NOT_INSTALLED
-        else:
-            claude = anthropic.Anthropic(base_url=proxy, api_key="x", max_retries=0, timeout=WAIT)
-            self._closers.append(claude.close)
-            turn = [{"role": "user", "content": LONG_PROMPT}]
-            short_turn = [{"role": "user", "content": SHORT_PROMPT}]
-
-            def anth() -> str:
-                with claude.messages.stream(
-                    model=MODEL,
-                    max_tokens=MAX_TOKENS,
-                    system=SYSTEM,
-                    messages=turn,  # type: ignore[arg-type]
-                ) as stream:
-                    return "".join(stream.text_stream)
-
-            def anth_short() -> str:
-                message = claude.messages.create(
-                    model=MODEL,
-                    max_tokens=MAX_TOKENS,
-                    system=SYSTEM,
-                    messages=short_turn,  # type: ignore[arg-type]
-                )
-                return "".join(block.text for block in message.content if block.type == "text")
-
-            self.stream["anthropic"], self.short["anthropic"] = anth, anth_short
-
-        # -- raw readers of the proxy's faces (diagnostics) -----------------------
-        self.stream.update(face_readers(session, proxy))
-
-    @staticmethod
-    def _openai(create: Callable[..., Any]) -> tuple[Callable[[], str], Callable[[], str]]:
-        long_messages, short_messages = messages(LONG_PROMPT), messages(SHORT_PROMPT)
-
-        def sdk() -> str:
-            texts = []
-            for chunk in create(
-                model=MODEL,
-                messages=long_messages,
-                max_tokens=MAX_TOKENS,
-                stream=True,
-                stream_options={"include_usage": True},
-            ):
-                if chunk.choices and chunk.choices[0].delta.content:
-                    texts.append(chunk.choices[0].delta.content)
-            return "".join(texts)
-
-        def sdk_short() -> str:
-            answer = create(model=MODEL, messages=short_messages, max_tokens=MAX_TOKENS)
-            return answer.choices[0].message.content or ""
-
-        return sdk, sdk_short
-
-    def close(self) -> None:
-        for close in reversed(self._closers):
-            with contextlib.suppress(Exception):
-                close()
-
-
-def checked(name: str, fn: Callable[[], str], expected: str) -> Callable[[], None]:
-    """`fn`, failing loudly whenever the text it read is not `expected` (a string compare)."""
-
-    def call() -> None:
-        text = fn()
-        if text != expected:
-            raise AssertionError(
-                f"{name} read {len(text)} characters, not the expected {len(expected)}: "
-                f"{text[:60]!r}..."
-            )
-
-    return call
-
-
-def _litellm_idle() -> None:
-    """Untimed, never reported: wait out litellm's per-chunk logging backlog (see bench_stream)."""
-    try:
-        from litellm.litellm_core_utils.thread_pool_executor import executor
-
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            slots = executor._pending_slots._value  # type: ignore[attr-defined]
-            if int(executor._max_pending_tasks) - int(slots) == 0:  # type: ignore[attr-defined]
-                return
-            time.sleep(0.0005)
-    except Exception:
-        time.sleep(0.05)
-
-
-DRAIN = "(litellm logging backlog)"
-
-
-# -- the proxy, profiled ----------------------------------------------------------
-
-
-class ProfiledApp:
-    """WSGI middleware: the handler thread's CPU time per request, and optionally a cProfile.
-
-    cProfile and `time.thread_time` see only their own thread; the proxy serves
-    each connection in its own thread, so both start there, at the app call,
-    and stop when the server closes the body: they cover routing, the face's
-    translation and the server writing every piece.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.profiler: cProfile.Profile | None = None
-        self.cpu: list[float] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        self._lock.acquire()  # one request at a time
-        started = time.thread_time()
-        if self.profiler is not None:
-            self.profiler.enable()
-        try:
-            body = self.app(environ, start_response)
-        except BaseException:
-            self._done(started)
-            raise
-        return _Measured(self, body, started)
-
-    def _done(self, started: float) -> None:
-        if self.profiler is not None:
-            self.profiler.disable()
-        self.cpu.append(time.thread_time() - started)
-        self._lock.release()
-
-
-class _Measured:
-    def __init__(self, owner: ProfiledApp, body: Any, started: float) -> None:
-        self.owner, self.body, self.started = owner, body, started
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.body)
-
-    def close(self) -> None:
-        try:
-            close = getattr(self.body, "close", None)
-            if close is not None:
-                close()
-        finally:
-            self.owner._done(self.started)
-
-
-def profile_proxy(upstream: str, expected: str, streams: int) -> dict[str, Any]:
-    """Per face read by its raw reader: the handler thread's CPU time per stream (best of
-    `streams`, unprofiled), then a cProfile of `PROFILE_STREAMS` more streams."""
-    import requests
-
-    import llmchat
-    from llmchat.proxy import make_app, make_server
-
-    out: dict[str, Any] = {}
-    with llmchat.OpenAICommon(upstream, model=MODEL) as backend, requests.Session() as session:
-        for face in ("raw ollama", "raw anthropic", "raw relay"):
-            app = ProfiledApp(make_app(backend))
-            server = make_server(app, "127.0.0.1", 0)
-            thread = threading.Thread(target=server.serve_forever, daemon=True)
-            thread.start()
-            try:
-                read = checked(face, face_readers(session, server.url)[face], expected)
-                read()  # warm-up
-                app.cpu.clear()
-                for _ in range(streams):
-                    read()
-                cpu = min(app.cpu)
-                stats = None
-                if face != "raw relay":
-                    app.profiler = cProfile.Profile()
-                    for _ in range(PROFILE_STREAMS):
-                        read()
-                    stats = pstats.Stats(app.profiler).stats  # type: ignore[attr-defined]
-            finally:
-                server.shutdown()
-                server.server_close()
-                thread.join(WAIT)
-            out[face] = (cpu, stats)
-    return out
-
-
-def stage_costs() -> dict[str, float]:
-    """The faces' per-delta work alone, one thread, no I/O: µs per call (best of 9)."""
-    from llmchat import wire_json
-    from llmchat.protocols.anthropic import AnthropicStream
-    from llmchat.protocols.ollama import OllamaStream
-
-    chunk = {
-        "id": "chatcmpl-x",
-        "model": MODEL,
-        "choices": [{"index": 0, "delta": {"content": " the"}, "finish_reason": None}],
-    }
-    ollama_stream, anthropic_stream = OllamaStream(MODEL), AnthropicStream(MODEL)
-    anthropic_stream.start()
-    line = {
-        "model": MODEL,
-        "created_at": ollama_stream._now(),
-        "message": {"role": "assistant", "content": " the"},
-        "done": False,
-    }
-    fns: dict[str, Callable[[], Any]] = {
-        "ollama delta": lambda: ollama_stream.delta(chunk),
-        "anthropic delta": lambda: anthropic_stream.delta(chunk),
-        "now": ollama_stream._now,
-        "wire_json": lambda: wire_json.encode_data(line),
-        "json.dumps": lambda: json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode(),
-    }
-    return {name: best_of(fn, 9, calls_for(fn)) * 1e6 for name, fn in fns.items()}
-
-
-def profile_rows(stats: dict[Any, Any], per: float) -> tuple[list[list[str]], list[list[str]]]:
-    """Own time by package, and the top 10 functions by own time; µs per delta."""
-    total = sum(entry[2] for entry in stats.values())
-    shown = own_time_by_package(
-        stats, lambda f: profile_package(f, llmchat_subpackages=True), shown=8
-    )
-    packages = [[name, f"{own / per * 1e6:,.2f}", f"{own / total:.0%}"] for name, own in shown]
-    ranked = sorted(stats.items(), key=lambda item: -item[1][2])[:10]
-    functions = [
-        [
-            profile_where(*key),
-            f"{entry[1] / per:,.2f}",
-            f"{entry[2] / per * 1e6:,.2f}",
-            f"{entry[3] / per * 1e6:,.2f}",
-            f"{entry[2] / total:.0%}",
-        ]
-        for key, entry in ranked
-    ]
-    return packages, functions
 
 
 # -- the run ----------------------------------------------------------------------
@@ -514,9 +71,12 @@ STREAM_LABELS = {
     "llmchat": "llmchat direct: `chat_completion_stream`, iterate",
     "ollama": "proxy, Ollama face: ollama {ollama} `Client.chat(stream=True)`",
     "anthropic": "proxy, Anthropic face: anthropic {anthropic} `messages.stream` `text_stream`",
+    "responses": "proxy, Responses face: openai {openai} `responses.create(stream=True)`, "
+    "`response.output_text.delta` events",
     "openai relay": "proxy, OpenAI relay: openai {openai} `create(stream=True)`",
     "raw ollama": "diagnostic: raw reader of the Ollama face (split lines, `json.loads`)",
     "raw anthropic": "diagnostic: raw reader of the Anthropic face (split frames, `json.loads`)",
+    "raw responses": "diagnostic: raw reader of the Responses face (split frames, `json.loads`)",
     "raw relay": "diagnostic: raw reader of the relay face (same parse as the floor)",
 }
 SHORT_LABELS = {
@@ -525,8 +85,11 @@ SHORT_LABELS = {
     "llmchat": "llmchat direct: `backend.chat_completion(...)`",
     "ollama": "proxy, Ollama face: ollama {ollama} `Client.chat(stream=False)`",
     "anthropic": "proxy, Anthropic face: anthropic {anthropic} `messages.create(...)`",
+    "responses": "proxy, Responses face: openai {openai} `responses.create(...)`, `output_text`",
     "openai relay": "proxy, OpenAI relay: openai {openai} `create(...)`",
 }
+TRANSLATED = ("ollama", "anthropic", "responses", "raw ollama", "raw anthropic", "raw responses")
+"""The translating faces' paths: no direct counterpart, compared with llmchat direct instead."""
 DIRECT_OF = {"openai relay": "openai", "raw relay": "raw"}
 """The same client going direct, for the faces that have one."""
 
@@ -562,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         proxy = make_server(make_app(proxy_backend), "127.0.0.1", 0)
         proxy_thread = threading.Thread(target=proxy.serve_forever, name="bench-proxy", daemon=True)
         proxy_thread.start()
-        contenders = Contenders(upstream, proxy.url, versions)
+        contenders = Contenders(upstream, proxy.url)
         try:
             # -- checks, then 1. streaming -------------------------------------------
             stream_fns = {n: checked(n, fn, expected) for n, fn in contenders.stream.items()}
@@ -570,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
             for name, fn in {**stream_fns, **short_fns}.items():
                 fn()  # fails loudly on a wrong text, before anything is timed
                 if name == "litellm":
-                    _litellm_idle()
+                    litellm_idle()
             print(f"checked {len(stream_fns)} streaming and {len(short_fns)} short paths")
             timed: dict[str, Callable[[], Any]] = dict(stream_fns)
             if "litellm" in timed:
-                timed[DRAIN] = _litellm_idle
+                timed[DRAIN] = litellm_idle
             seconds = best_of_interleaved(timed, args.rounds, 1)
             for name in STREAM_LABELS:
                 if name in seconds:
@@ -614,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{(s - seconds[direct]) / DELTAS * 1e6:+,.1f}"
             if direct in seconds
             else f"({(s - mine) / DELTAS * 1e6:+,.1f})"
-            if name in ("ollama", "anthropic", "raw ollama", "raw anthropic")
+            if name in TRANSLATED
             else ""
         )
         return [
@@ -660,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     for face, title in (
         ("raw ollama", "Ollama face (`/api/chat`, NDJSON)"),
         ("raw anthropic", "Anthropic face (`/v1/messages`, SSE)"),
+        ("raw responses", "Responses face (`/v1/responses`, SSE)"),
         ("raw relay", "OpenAI relay (`/v1/chat/completions`, bytes passed through)"),
     ):
         cpu = profiles[face][0]
@@ -670,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, label in (
             ("ollama delta", "`OllamaStream.delta(chunk)`: one content delta to one NDJSON line"),
             ("anthropic delta", "`AnthropicStream.delta(chunk)`: one `text_delta` event"),
+            (
+                "responses delta",
+                "`ResponsesStream.delta(chunk)`: one `response.output_text.delta` event",
+            ),
             ("now", "of which for Ollama: `OllamaStream._now()` (`created_at`)"),
             ("wire_json", "`wire_json.encode_data(line)` of one Ollama line"),
             ("json.dumps", "for comparison: `json.dumps(line, ...).encode()` of the same line"),
@@ -678,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     for cells in stage_rows:
         print(f"  {cells[0]}: {cells[1]} µs")
     profile_md: list[str] = []
-    for face, title in (("raw ollama", "Ollama face"), ("raw anthropic", "Anthropic face")):
+    for face, title in (
+        ("raw ollama", "Ollama face"),
+        ("raw anthropic", "Anthropic face"),
+        ("raw responses", "Responses face"),
+    ):
         stats = profiles[face][1]
         packages, functions = profile_rows(stats, PROFILE_STREAMS * DELTAS)
         print(f"profile of the proxy thread, {face}:")
@@ -704,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         return (seconds[name] - seconds[base]) / DELTAS * 1e6
 
     facts = []
-    for name, title in (("raw ollama", "Ollama"), ("raw anthropic", "Anthropic")):
+    for name, title in (
+        ("raw ollama", "Ollama"),
+        ("raw anthropic", "Anthropic"),
+        ("raw responses", "Responses"),
+    ):
         if name in seconds:
             facts.append(f"{title} face {per_delta(name, 'raw'):+,.1f} µs")
     facts.append(f"OpenAI relay {per_delta('raw relay', 'raw'):+,.1f} µs")
@@ -730,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Best of {args.rounds} interleaved rounds of one stream per path. The Ollama "
         "and Anthropic clients have no direct counterpart (they speak only their own "
-        "protocol), so their added cost is given against the raw floor and, in "
+        "protocol), nor has `openai`'s Responses API (the upstream speaks only chat "
+        "completions; the Responses row reads every event of `responses.create(stream=True)` "
+        "as Codex does, keeping the `response.output_text.delta` texts), so their added "
+        "cost is given against the raw floor and, in "
         "parentheses, against llmchat direct (the proxy's own upstream client); the relay "
         "row is compared with the same openai SDK going direct, a like-for-like figure. "
         "The diagnostic rows read each face with a minimal `requests` reader: against the "
@@ -745,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         "### One short blocking request",
         "",
         f"Best of {args.short_rounds} interleaved rounds of {args.short_calls} requests per "
-        'path; the answer is "ok". Direct paths get a `chat.completion`; the Ollama and '
-        "Anthropic faces turn a blocking request into a one-delta upstream stream, wait "
+        'path; the answer is "ok". Direct paths get a `chat.completion`; the Ollama, '
+        "Anthropic and Responses faces turn a blocking request into a one-delta upstream "
+        "stream, wait "
         "for its end and answer one JSON body; the relay forwards the blocking request "
         "and its body as bytes. "
         f"({upstream_posts:,} upstream requests in the timed rounds.)",
@@ -783,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(one C encoder call; `json.dumps` of the same line takes "
         f"{stages['json.dumps']:,.1f}) and the per-line `created_at` timestamp "
         f"(date formatted once per second) {stages['now']:,.1f} µs. `AnthropicStream.delta` "
-        f"({stages['anthropic delta']:,.1f} µs) pays the same encoder but no timestamp. "
+        f"({stages['anthropic delta']:,.1f} µs) pays the same encoder but no timestamp; "
+        f"`ResponsesStream.delta` ({stages['responses delta']:,.1f} µs) the same encoder "
+        "for a larger event (its type, a sequence number, the item id and indexes). "
         "Then every translated piece is its own write: the server sends each yielded "
         "bytes object at once as one HTTP chunk (unbuffered, as streaming needs), "
         "and in the profile the send is the largest single entry — mostly not the "
