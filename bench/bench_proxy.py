@@ -346,7 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         "readers, unprofiled). It covers routing, the face's translation and the server "
         "writing every piece, and (since the iterating thread does its own stream's "
         "reads) most of the upstream reading too; the upstream Response's reader "
-        "thread takes only what comes after the finish chunk:",
+        "thread takes only what comes after the finish chunk. Not on the Anthropic face: "
+        "its body is fed by a pump thread (so that it can ping while the upstream is "
+        "silent), which does the upstream reading outside the handler thread, so its "
+        "figure leaves that part out:",
         "",
         table(["face", "handler CPU µs / delta", "x raw floor's whole stream"], cpu_rows),
         "",
