@@ -227,3 +227,16 @@ def test_error_body_shape() -> None:
         }
     }
     assert error_body("The request body is not valid JSON")["error"]["param"] is None
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"model": "m\ud800", "input": "hi"}, "model"),
+        ({"model": "m", "input": "hi", "metadata": {"k": "\ud800"}}, "metadata"),
+    ],
+)
+def test_an_echoed_field_utf8_cannot_carry_is_refused_by_name(body: dict[str, Any], field: str):
+    # Every event repeats the echo: refused here, before the upstream, not mid-stream.
+    with pytest.raises(InvalidArgumentError, match=rf"^{field}: a string holds a lone surrogate"):
+        responses_request(body)

@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
-_CLOSE_FAILED = "The stream could not be closed"
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -143,7 +142,6 @@ class AnthropicStream(StreamTranslator):
         self._tool_blocks: list[_ToolBlock] = []
         self._tool_by_key: dict[Any, _ToolBlock] = {}
         self._used_tools = False
-        self._out: list[bytes] = []
 
     # -- public API -------------------------------------------------------
 
@@ -180,8 +178,9 @@ class AnthropicStream(StreamTranslator):
             return b""
         if self._tools_unfinished():
             return self.error_event(502, _UNFINISHED_TOOL_CALL)
-        self._out = []
-        try:
+
+        def close() -> bytes:
+            self._out = []
             self._override_counts(input_tokens, output_tokens)
             reason = stop_reason or stop_reason_for(
                 self._finish_reason,
@@ -199,12 +198,9 @@ class AnthropicStream(StreamTranslator):
                 {"delta": {"stop_reason": str(reason), "stop_sequence": None}, "usage": usage},
             )
             self._emit("message_stop", {})
-            data = self._take()
-        except Exception:
-            self._out = []
-            return self.error_event(500, _CLOSE_FAILED)
-        self._finished = True
-        return data
+            return self._take()
+
+        return self._closing(close)
 
     def error_event(self, status: int, message: str) -> bytes:
         """End the stream with an Anthropic ``error`` event; ``b""`` if already finished."""
@@ -389,10 +385,6 @@ class AnthropicStream(StreamTranslator):
 
     def _emit(self, name: str, fields: Mapping[str, Any]) -> None:
         self._out.append(self._event(name, fields))
-
-    def _take(self) -> bytes:
-        data, self._out = b"".join(self._out), []
-        return data
 
     @staticmethod
     def _event(name: str, fields: Mapping[str, Any]) -> bytes:

@@ -28,7 +28,6 @@ __all__ = ["OllamaStream", "ollama_tool_call"]
 
 _SHAPES = ("chat", "generate")
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
-_CLOSE_FAILED = "The stream could not be closed"
 
 
 _second_prefix: tuple[int, str] = (-1, "")
@@ -104,7 +103,8 @@ class OllamaStream(StreamTranslator):
         if self._shape == "chat" and self._tools.pending:
             self._tools.finish()
             return self.error_event(502, _UNFINISHED_TOOL_CALL)
-        try:
+
+        def close() -> bytes:
             self._override_counts(input_tokens, output_tokens)
             reason = done_reason or self._finish_reason or "stop"
             line = self._base()
@@ -118,11 +118,9 @@ class OllamaStream(StreamTranslator):
             if self._cached_tokens is not None:
                 line["prompt_eval_cached_count"] = self._cached_tokens
             line["eval_count"] = self._output_tokens or 0
-            data = self._line(line)
-        except Exception:
-            return self.error_event(500, _CLOSE_FAILED)
-        self._finished = True
-        return data
+            return self._line(line)
+
+        return self._closing(close)
 
     def error_event(self, status: int, message: str) -> bytes:
         """End the stream with Ollama's ``{"error": message}`` line.

@@ -47,7 +47,6 @@ BAD_TOOL_CALL: Final = "The upstream model produced a tool call that could not b
 """The failure message for a tool call without a name or with undecodable arguments."""
 UPSTREAM_FAILED: Final = "The upstream server failed"
 """The failure message for an in-band upstream error (its own text is never passed on)."""
-_CLOSE_FAILED: Final = "The stream could not be closed"
 
 
 class _Item:
@@ -112,7 +111,6 @@ class ResponsesStream(StreamTranslator):
         self._call_by_key: dict[Any, _Call] = {}
         self._cached_tokens: int | None = None
         self._reasoning_tokens: int | None = None
-        self._out: list[bytes] = []
 
     # -- public API -------------------------------------------------------
 
@@ -146,19 +144,17 @@ class ResponsesStream(StreamTranslator):
             return b""
         if any(not self._readable(call) for call in self._calls):
             return self.error_event(502, BAD_TOOL_CALL)
-        self._out = []
-        try:
+
+        def close() -> bytes:
+            self._out = []
             self._override_counts(input_tokens, output_tokens)
             status, details = status_for(reason or self._finish_reason)
             self._close("incomplete" if status == "incomplete" else "completed")
             final = self._response(status, details)
             self._emit(f"response.{status}", {"response": final})
-            data = self._take()
-        except Exception:
-            self._out = []
-            return self.error_event(500, _CLOSE_FAILED)
-        self._finished = True
-        return data
+            return self._take()
+
+        return self._closing(close)
 
     def error_event(self, status: int, message: str) -> bytes:
         """End with ``response.failed`` (what was produced is kept in its output); ``b""``
@@ -350,7 +346,3 @@ class ResponsesStream(StreamTranslator):
         data = wire_json.encode_data(body)  # may raise: the number is used only once sent
         self._sequence += 1
         self._out.append(b"event: " + name.encode("ascii") + b"\ndata: " + data + b"\n\n")
-
-    def _take(self) -> bytes:
-        data, self._out = b"".join(self._out), []
-        return data

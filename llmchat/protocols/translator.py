@@ -10,7 +10,7 @@ what one choice's delta becomes (`_choice`) and writes `finish` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .chunk_fields import int_or_none, upstream_error_message
@@ -20,6 +20,10 @@ __all__ = ["MALFORMED", "StreamTranslator"]
 MALFORMED = "Upstream sent a stream chunk that could not be translated"
 """The one message a client gets for a chunk the translator could not read:
 parser and provider details are never reflected to it."""
+
+
+CLOSE_FAILED = "The stream could not be closed"
+"""The message of the error event that ends a stream whose closing events could not be written."""
 
 
 class StreamTranslator:
@@ -36,6 +40,7 @@ class StreamTranslator:
         self._content_bytes = 0
         self._finished = False
         self._errored = False
+        self._out: list[bytes] = []  # the events of the call under way (event-stream formats)
 
     @property
     def errored(self) -> bool:
@@ -125,6 +130,22 @@ class StreamTranslator:
         May raise to reject the chunk (the stream then ends with `MALFORMED`).
         """
         raise NotImplementedError
+
+    def _closing(self, build: Callable[[], bytes]) -> bytes:
+        """The stream's last bytes from `build`, which ends the stream; if it raises (a
+        value the encoder cannot write), the error event with `CLOSE_FAILED` instead."""
+        try:
+            data = build()
+        except Exception:
+            self._out = []
+            return self.error_event(500, CLOSE_FAILED)
+        self._finished = True
+        return data
+
+    def _take(self) -> bytes:
+        """The events gathered in `_out` so far, joined; `_out` starts over."""
+        data, self._out = b"".join(self._out), []
+        return data
 
     def _salvage(self) -> bytes:
         """Bytes already built for a chunk that then failed, to send before the error."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .. import wire_json
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..protocols.responses_objects import Echo
 from .fields import integer, json_type, number, require_bool, require_mapping, require_str
@@ -86,6 +87,12 @@ def responses_request(body: Mapping[str, Any]) -> tuple[dict[str, Any], Echo]:
     metadata = body.get("metadata")
     if isinstance(metadata, Mapping):
         echo["metadata"] = dict(metadata)
+    for name, value in echo.items():
+        try:
+            wire_json.encode_data(value)  # every event repeats the echo: it must encode
+        except ValueError as exc:
+            text = str(exc).removeprefix("body: ")
+            raise InvalidArgumentError(f"{name}: {text}") from None
     return out, echo
 
 
