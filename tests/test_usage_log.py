@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from llmchat.proxy.usage import UsageLog
 
-from .conftest import REPO_ROOT
-from .usage_support import event
+from .usage_support import event, race_processes
 
 # Sizes cross the 4 KiB pipe-atomicity size and the 8 KiB stdio buffer: a line
 # written in two pieces would show up as a torn or interleaved line.
@@ -36,26 +33,9 @@ print("done", flush=True)
 def test_processes_appending_at_once_lose_and_tear_no_line(tmp_path: Path) -> None:
     path = tmp_path / "usage.jsonl"
     processes, each = 6, 300
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    writers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(path), f"w{n}", str(each), repr(_SIZES)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO_ROOT,
-            env=env,
-        )
-        for n in range(processes)
-    ]
-    for writer in writers:
-        assert writer.stdin is not None
-        writer.stdin.write("go\n")
-        writer.stdin.flush()
-    for writer in writers:
-        out, err = writer.communicate(timeout=120)
-        assert (writer.returncode, out.strip()) == (0, "done"), err
+    race_processes(
+        _WRITER, [[str(path), f"w{n}", str(each), repr(_SIZES)] for n in range(processes)]
+    )
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b""  # ends with a newline
     records = [json.loads(line) for line in lines[:-1]]  # every line parses whole

@@ -7,9 +7,6 @@ several real processes record at once, and the totals must count every row.
 from __future__ import annotations
 
 import datetime
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,8 +23,7 @@ from llmchat.proxy.usage_store import (
     store_of,
 )
 
-from .conftest import REPO_ROOT
-from .usage_support import KINDS, event, fresh_postgres, fresh_target
+from .usage_support import KINDS, event, fresh_postgres, fresh_target, race_processes
 
 DAY1 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.timezone.utc).timestamp()
 DAY2_LAST = datetime.datetime(2026, 3, 2, 23, 59, 59, tzinfo=datetime.timezone.utc).timestamp()
@@ -177,26 +173,7 @@ print("done", flush=True)
 
 def test_several_processes_record_at_once(target: str) -> None:
     processes, each = 4, 100
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, target, f"p{n}", str(each)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO_ROOT,
-            env=env,
-        )
-        for n in range(processes)
-    ]
-    for worker in workers:
-        assert worker.stdin is not None
-        worker.stdin.write("go\n")
-        worker.stdin.flush()
-    for worker in workers:
-        out, err = worker.communicate(timeout=120)
-        assert (worker.returncode, out.strip()) == (0, "done"), err
+    race_processes(_WORKER, [[target, f"p{n}", str(each)] for n in range(processes)])
     store = open_store(target)
     try:
         totals = store.totals("model")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from llmchat.proxy.usage import UsageEvent
 from llmchat.proxy.usage_store import TABLE, VERSION_TABLE, SqlStore
 
 from . import pg_cluster
+from .conftest import REPO_ROOT
 
 KINDS = ["sqlite", "postgres"]
 
@@ -94,3 +97,31 @@ class NotifyingStore:
         with self._cond:
             if not self._cond.wait_for(lambda: self.recorded >= n, timeout):
                 raise AssertionError(f"expected {n} stored events, got {self.recorded}")
+
+
+def race_processes(script: str, argvs: list[list[str]]) -> None:
+    """Run ``python -c script *argv`` once per `argvs` entry, all released at the same moment.
+
+    Each process is started and waits for a line on stdin, so none starts its
+    work before every one is up; each must print ``done`` and exit 0.
+    """
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+            env=env,
+        )
+        for argv in argvs
+    ]
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert (process.returncode, out.strip()) == (0, "done"), err
