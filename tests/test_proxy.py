@@ -22,6 +22,9 @@ from llmchat import OpenAICommon
 from llmchat.retry import Inference
 from llmchat.testing import ChatResponder, Drop, Pause, Reply, ScriptedServer, WaitFor, Write
 
+from .chat_frames import WEATHER
+from .chat_frames import chunk as _chunk
+from .chat_frames import usage_chunk as _usage
 from .proxy_support import UsageSink, running_proxy
 
 ollama = pytest.importorskip("ollama")
@@ -29,30 +32,6 @@ anthropic = pytest.importorskip("anthropic")
 
 TEXT = "Hello from the loopback server, twice as long as a chunk."
 WAIT = 10.0
-
-
-def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "model": "loopback",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        **extra,
-    }
-
-
-def _usage(prompt: int, completion: int) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "model": "loopback",
-        "choices": [],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        },
-    }
 
 
 def _tool_stream() -> Reply:
@@ -108,20 +87,7 @@ def _cut_stream() -> Reply:
     )
 
 
-TOOLS_OPENAI = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Weather for a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
+TOOLS_OPENAI = [WEATHER]
 TOOLS_ANTHROPIC = [
     {
         "name": "get_weather",

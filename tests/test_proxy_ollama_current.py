@@ -23,25 +23,14 @@ from llmchat.proxy.ollama_shapes import OLLAMA_VERSION
 from llmchat.testing import Reply, ScriptedServer
 from llmchat.testing.record import RecordedRequest
 
+from .chat_frames import WEATHER
+from .chat_frames import chunk as _chunk
 from .proxy_support import UsageSink, running_proxy
 
 ollama = pytest.importorskip("ollama")
 
 WAIT = 10.0
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Weather for a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
+TOOLS = [WEATHER]
 ASK = [{"role": "user", "content": "weather in Oslo?"}]
 THINKING_TEMPLATE = "{% if enable_thinking %}<think>{% endif %}{{ messages }}"
 PROPS_FULL = {
@@ -58,15 +47,6 @@ PROPS_PLAIN = {
     "chat_template": "{{ messages }}",
     "chat_template_caps": {"supports_tools": False, "supports_tool_calls": False},
 }
-
-
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "model": "loopback",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
 
 
 def _usage_frame(usage: dict[str, Any]) -> dict[str, Any]:

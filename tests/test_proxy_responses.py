@@ -17,6 +17,8 @@ from llmchat import OpenAICommon
 from llmchat.protocols.responses import BAD_TOOL_CALL
 from llmchat.testing import ChatResponder, Drop, Reply, ScriptedServer, Write
 
+from .chat_frames import chunk as _chunk
+from .chat_frames import usage_chunk
 from .proxy_support import UsageSink, running_proxy
 from .responses_support import WEATHER_TOOL, check_numbering
 
@@ -27,29 +29,8 @@ WAIT = 10.0
 TOOL = {**WEATHER_TOOL, "strict": True}
 
 
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "model": "loopback",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-
-
 def _usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "model": "loopback",
-        "choices": [],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached},
-            "completion_tokens_details": {"reasoning_tokens": reasoning},
-        },
-    }
+    return usage_chunk(prompt, completion, cached=cached, reasoning=reasoning)
 
 
 def _call(index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:

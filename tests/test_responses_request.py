@@ -14,20 +14,10 @@ from llmchat.dialects.responses_request import responses_body
 from llmchat.messages import Message
 from llmchat.transport.mock import MockResponse, MockTransport
 
+from .chat_frames import WEATHER
+
 URL = "http://127.0.0.1:9/v1"
 IMAGE = "data:image/png;base64,iVBORw0KGgo="
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 def backend(**kw: Any) -> OpenAIResponses:

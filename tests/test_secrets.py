@@ -27,6 +27,7 @@ from llmchat.retry import Exhausted, Inference
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 from llmchat.wirelog import ENV_VAR
 
+from .chat_frames import chunk as _chunk
 from .proxy_support import running_proxy
 
 KEY = "sk-proj/Zx9Qw+SECRETSECRET_7"
@@ -41,15 +42,6 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 def _leaks(text: str) -> list[str]:
     found = [form for form in FORMS if form in text]
     return found or ([MARKER] if MARKER in text else [])
-
-
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "model": "loopback",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
 
 
 def _ok(request: RecordedRequest, headers: dict[str, str] | None = None) -> Reply:

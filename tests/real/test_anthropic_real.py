@@ -18,6 +18,7 @@ import pytest
 from llmchat import Settings
 from llmchat.backends.anthropic import Anthropic
 
+from ..chat_frames import WEATHER
 from .conftest import LlamaServer, _serve, wait_until
 from .test_llamacpp import LONG, predicted_tokens, slots_idle
 
@@ -150,18 +151,6 @@ def test_the_key_is_accepted_both_ways(keyed_server: LlamaServer, auth: str) -> 
 
 # -- tool_use on /v1/messages ----------------------------------------------------------------------
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from llmchat import Settings
 from llmchat.backends.responses import OpenAIResponses
 
+from ..chat_frames import WEATHER
 from .conftest import LlamaServer, wait_until
 
 HELLO = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
@@ -133,20 +134,6 @@ def test_the_answer_goes_back_as_history(chatml_server: LlamaServer) -> None:
     again = b.chat_completion(conversation)
     assert again.error_class in (None, "response") and again.err in (None, "Hit max tokens")
     assert again.latest.strip()
-
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 def test_a_real_tool_call_blocking_and_streamed(tools_server: LlamaServer) -> None:

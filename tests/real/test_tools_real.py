@@ -15,20 +15,9 @@ import requests
 
 from llmchat import OpenAICommon, Settings, ToolCall
 
+from ..chat_frames import WEATHER
 from .conftest import LlamaServer
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 # One call takes ~47 tokens here; without `parallel_tool_calls: false` the grammar lets the
 # model go on into a second call and the answer ends at the limit instead.
