@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from .chunk import Chunk
 from .completion import ErrorBody
 from .errors import ErrorClass, remote_error_for
-from .messages import Message
 from .redact import Redactor
+from .response_text import AnswerText
 from .timing import Timing
 from .tools import ToolCall
 
@@ -39,7 +39,7 @@ class _Puller(Protocol):
     def leave(self) -> None: ...
 
 
-class Response:
+class Response(AnswerText):
     """The outcome of one completion; thread-safe; live while streaming.
 
     Iterate it for `Chunk`s (`for chunk in response`): every iterator replays
@@ -134,45 +134,6 @@ class Response:
         # The response's Content-Type, and for an ``http`` failure what its body was:
         # internal, for a log line that must not quote an arbitrary body (the proxy's).
         self._error_body: ErrorBody | None = None
-
-    # -- text ---------------------------------------------------------------
-
-    @property
-    def msg(self) -> str:
-        """The answer text so far (grows while streaming; kept after failure and cancel)."""
-        return "".join(self._text)
-
-    @property
-    def latest(self) -> str:
-        """The same text as `msg`: whatever had arrived, kept after failure and cancel."""
-        return "".join(self._text)
-
-    @property
-    def reasoning_text(self) -> str | None:
-        """The model's reasoning, never part of `msg`; None when the model sent none."""
-        return "".join(self._reasoning) if self._reasoning else None
-
-    @property
-    def refusal(self) -> str | None:
-        """The model's refusal text; None when it did not refuse."""
-        return "".join(self._refusal) if self._refusal else None
-
-    def to_message(self) -> Message:
-        """The assistant turn to append to the conversation for the next request.
-
-        Its content (None when there is only a tool call), its tool calls in
-        OpenAI's shape, and `reasoning_parts`, which the dialect that made them
-        sends back (Anthropic requires its thinking blocks in a tool loop) and
-        every other dialect leaves out.
-        """
-        calls = [call.to_openai() for call in self.tool_calls] or None
-        text = self.msg
-        return Message(
-            "assistant",
-            text if text or not calls else None,
-            tool_calls=calls,
-            reasoning_parts=list(self.reasoning_parts) if self.reasoning_parts else None,
-        )
 
     def __repr__(self) -> str:
         state = (
