@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from llmchat import OpenAICommon
+from llmchat.proxy.relay_end import error_frame
 from llmchat.testing import (
     ChatResponder,
     RecordedRequest,
@@ -118,7 +119,8 @@ def test_openai_relay_over_gzip_forwards_plain_bytes(
     assert event["ok"] is True and event["content_bytes"] == len(TEXT.encode())
 
 
-def _relay(url: str, stream: bool = True) -> tuple[bytes, requests.Response]:
+def _relay(url: str, stream: bool = True) -> tuple[bytes, bool]:
+    """What a relayed answer's body held before it ended, and whether it ended cut."""
     body = json.dumps({"model": "m", "stream": stream, "messages": MESSAGES}).encode()
     answer = requests.post(
         url + "/v1/chat/completions",
@@ -127,11 +129,12 @@ def _relay(url: str, stream: bool = True) -> tuple[bytes, requests.Response]:
         timeout=WAIT,
         stream=True,
     )
+    pieces: list[bytes] = []
     try:
-        data = b"".join(answer.raw.stream(4096, decode_content=False))
+        pieces.extend(answer.raw.stream(4096, decode_content=False))
     except Exception:  # the relay ends the body short: how a client sees the limit
-        data = b""
-    return data, answer
+        return b"".join(pieces), True
+    return b"".join(pieces), False
 
 
 def _frame(text: str) -> bytes:
@@ -148,9 +151,10 @@ def test_the_relay_stops_at_max_response_bytes(upstream: ScriptedServer) -> None
     sink = UsageSink()
     with OpenAICommon(upstream.url, max_response_bytes=3000) as b:
         with running_proxy(b, usage_log=sink) as url:
-            data, _ = _relay(url)
+            data, cut = _relay(url)
             [event] = sink.wait(1)
-    assert len(data) <= 3000
+    assert cut and data.endswith(error_frame("response"))
+    assert len(data) - len(error_frame("response")) <= 3000
     assert event["ok"] is False and event["error_type"] == "response"
     assert upstream.requests[-1].disconnected.wait(WAIT)
 
@@ -164,8 +168,9 @@ def test_the_relay_stops_at_max_event_bytes(upstream: ScriptedServer) -> None:
     sink = UsageSink()
     with OpenAICommon(upstream.url, max_event_bytes=10_000) as b:
         with running_proxy(b, usage_log=sink) as url:
-            data, _ = _relay(url)
+            data, cut = _relay(url)
             [event] = sink.wait(1)
-    assert b"z" * 10_000 not in data
+    assert b"z" * 10_000 not in data and cut
+    assert data == _frame("ok") + error_frame("response")
     assert event["ok"] is False and event["error_type"] == "response"
     assert upstream.requests[-1].disconnected.wait(WAIT)

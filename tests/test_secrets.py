@@ -223,12 +223,21 @@ FACES: dict[str, tuple[str, str, dict[str, Any] | None]] = {
 }
 
 
-def _client_view(url: str, face: str) -> tuple[requests.Response, str]:
+def _client_view(url: str, face: str) -> tuple[requests.Response, bytes, str]:
+    """The answer, its body bytes and all the client saw; a relayed stream that failed is
+    cut after its error frame, so the body is what arrived before the cut."""
     method, path, body = FACES[face]
-    answer = requests.request(method, url + path, json=body, timeout=WAIT)
+    answer = requests.request(method, url + path, json=body, timeout=WAIT, stream=True)
+    pieces: list[bytes] = []
+    try:
+        pieces.extend(answer.iter_content(None))
+    except requests.exceptions.ChunkedEncodingError:
+        pass
+    content = b"".join(pieces)
+    answer._content = content  # .content/.json() read what arrived before a cut
     status_line = f"{answer.status_code} {answer.reason}"
     headers = "\n".join(f"{k}: {v}" for k, v in answer.headers.items())
-    return answer, "\n".join([status_line, headers, answer.content.decode("utf-8", "replace")])
+    return answer, content, "\n".join([status_line, headers, content.decode("utf-8", "replace")])
 
 
 @pytest.mark.parametrize("face", list(FACES))
@@ -242,11 +251,11 @@ def test_proxy_clients_never_see_the_key(
     caplog.set_level(logging.DEBUG, logger="llmchat")
     caplog.set_level(logging.DEBUG, logger="llmchat.proxy")
     with running_proxy(backend) as url:
-        answer, seen = _client_view(url, face)
+        answer, content, seen = _client_view(url, face)
     assert not _leaks(seen), f"the {face} client saw {_leaks(seen)}: {seen!r}"
     content_length = answer.headers.get("Content-Length")
     if content_length is not None:
-        assert int(content_length) == len(answer.content)  # never a stale length
+        assert int(content_length) == len(content)  # never a stale length
     logs = _log_text(caplog)
     assert not _leaks(logs), logs
     assert not _leaks(wire_file.read_text(encoding="utf-8") if wire_file.exists() else "")
@@ -307,7 +316,7 @@ def test_html_500_reaches_clients_as_the_fixed_message(
         backend = OpenAICommon(upstream_url, api_key=KEY)
         target: Any = Inference([backend], max_retries=0) if chain else backend
         with running_proxy(target) as url:
-            answer, seen = _client_view(url, face)
+            answer, _, seen = _client_view(url, face)
     text = _error_text(answer)
     assert answer.status_code == 502
     assert "The upstream server failed (HTTP 500)" in text
@@ -334,7 +343,7 @@ def test_connection_refused_names_no_host_or_port(
     port = _closed_port()
     backend = OpenAICommon(f"http://127.0.0.1:{port}/v1", api_key=KEY)
     with running_proxy(backend) as url:
-        answer, _ = _client_view(url, face)
+        answer, _, _ = _client_view(url, face)
     text = _error_text(answer)
     assert answer.status_code == 502
     assert "Could not reach the upstream server" in text
@@ -350,7 +359,7 @@ def test_json_400_message_goes_to_the_log_not_the_client(
     said = "context window exceeded on shard gpu-node-7"
     with ScriptedServer(Reply.error(400, said, "invalid_request_error")) as upstream_url:
         with OpenAICommon(upstream_url) as backend, running_proxy(backend) as url:
-            answer, seen = _client_view(url, face)
+            answer, _, seen = _client_view(url, face)
     assert answer.status_code == 400
     assert "The upstream server rejected the request (HTTP 400)" in _error_text(answer)
     assert said not in seen
@@ -399,7 +408,13 @@ def test_relayed_stream_error_event_is_passed_through_scrubbed() -> None:
                 url + "/v1/chat/completions",
                 json={"messages": MESSAGES, "stream": True},
                 timeout=WAIT,
+                stream=True,
             )
+            pieces: list[bytes] = []
+            # No [DONE] after it: the relay's own error frame follows, then the cut.
+            with pytest.raises(requests.exceptions.ChunkedEncodingError):
+                pieces.extend(answer.iter_content(None))
+    content = b"".join(pieces)
     assert answer.status_code == 200
-    assert b'{"error":{"message":"bad [redacted]"}}' in answer.content
-    assert MARKER.encode() not in answer.content
+    assert b'{"error":{"message":"bad [redacted]"}}' in content
+    assert MARKER.encode() not in content

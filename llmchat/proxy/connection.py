@@ -21,6 +21,7 @@ from typing import Any
 from .. import wire_json
 from .deadlines import DeadlineReader, StallWriter, drain, wait_for
 from .limits import ServerLimits
+from .relay_end import StreamCut
 from .request_body import RequestBody, Unframeable, body_of
 from .request_head import BadHead, RequestHeaders, read_request_headers, request_line
 from .shapes import error_body, face_of_request_line
@@ -223,6 +224,9 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         """After the app raised, or a write failed: a 500 if nothing was sent, else a cut."""
         if exchange.broken:
             log.debug("%s went away mid-answer", self.address_string())
+            return
+        if isinstance(exc, StreamCut):  # on purpose, and the app logged why
+            log.debug("cut the answer to %r: %s", self.requestline, exc)
             return
         # Not the traceback: its text could quote a credential the app held.
         log.error("the WSGI app failed (%s) for %r", type(exc).__name__, self.requestline)
