@@ -12,17 +12,33 @@ from .errors import LLMChatError
 
 __all__ = ["add_parser"]
 
+# Raw text: argparse would run the route list together into one paragraph.
+_DESCRIPTION = """\
+Serve four faces over one OpenAI-compatible upstream server:
+
+  Ollama      POST /api/chat, /api/generate (translated); POST /api/embed,
+              /api/embeddings (to the upstream's /v1/embeddings); GET /api/tags,
+              /api/ps, /api/version, POST /api/show
+  Anthropic   POST /v1/messages (translated), /v1/messages/count_tokens
+  Responses   POST /v1/responses (OpenAI's Responses API, translated)
+  OpenAI      POST /v1/chat/completions, /v1/embeddings, GET /v1/models
+              (relayed byte for byte with the upstream's key)
+
+--model names the upstream model for every translating face (/api/chat,
+/api/generate, /v1/messages, /v1/responses); the relayed routes and /api/embed
+send the client's model name as it is. The upstream key comes from --api-key-env; clients
+must present $LLMCHAT_PROXY_KEY when it is set. GET /health answers without a
+key."""
+
 
 def add_parser(commands: Any) -> None:
     """Add the `proxy` subcommand to `commands` (an argparse subparsers object)."""
     proxy = commands.add_parser(
         "proxy",
-        help="serve Ollama, Anthropic and OpenAI clients over an OpenAI-compatible upstream",
-        description=(
-            "Serve /api/chat, /api/generate, /api/tags (Ollama), /v1/messages (Anthropic) "
-            "and /v1/chat/completions (relayed) over the upstream server. The upstream key "
-            "comes from --api-key-env; clients must present $LLMCHAT_PROXY_KEY when it is set."
-        ),
+        help="serve Ollama, Anthropic and OpenAI (chat relay, Responses) clients over an "
+        "OpenAI-compatible upstream",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     proxy.add_argument(
         "--upstream",
@@ -35,9 +51,11 @@ def add_parser(commands: Any) -> None:
     proxy.add_argument(
         "--model",
         default=os.environ.get("LLMCHAT_MODEL"),
-        help="the upstream model the Ollama and Anthropic faces use whatever clients name "
-        "(default: $LLMCHAT_MODEL; unset: the client's model name is passed on; the OpenAI "
-        "relay always passes the client's body on as sent)",
+        help="the upstream model every translating face uses whatever its clients name: "
+        "Ollama's /api/chat and /api/generate, Anthropic's /v1/messages, the Responses "
+        "face's /v1/responses (default: $LLMCHAT_MODEL; unset: the client's model name is "
+        "passed on). The relayed routes (/v1/chat/completions, /v1/embeddings) and "
+        "/api/embed send the client's model name as it is",
     )
     proxy.add_argument(
         "--api-key-env",
