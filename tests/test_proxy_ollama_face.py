@@ -311,11 +311,11 @@ def test_empty_image_list_keeps_plain_content() -> None:
     assert chat_request(chat(messages=[user("x", images=[])]))["messages"][0]["content"] == "x"
 
 
-def test_assistant_thinking_is_dropped() -> None:
+def test_assistant_thinking_goes_back_as_reasoning_content() -> None:
     out = chat_request(
         chat(messages=[user(), {"role": "assistant", "content": "a", "thinking": "hmm"}])
     )
-    assert out["messages"][1] == {"role": "assistant", "content": "a"}
+    assert out["messages"][1] == {"role": "assistant", "content": "a", "reasoning_content": "hmm"}
 
 
 def test_tool_calls_get_ids_and_string_arguments() -> None:
@@ -427,18 +427,12 @@ def test_output_never_holds_none() -> None:
         (chat(messages={"role": "user"}), InvalidTypeError, "messages"),
         (chat(messages=["hi"]), InvalidTypeError, "messages[0]"),
         (chat(messages=[user(), {"content": "x"}]), InvalidArgumentError, "messages[1].role"),
-        (chat(messages=[{"role": "robot"}]), InvalidArgumentError, "messages[0].role"),
         (chat(messages=[user(), user(["a"])]), InvalidTypeError, "messages[1].content"),
         (chat(messages=[user(images="abc")]), InvalidTypeError, "messages[0].images"),
         (
             chat(messages=[user(images=[PNG_B64, "@@"])]),
             InvalidArgumentError,
             "messages[0].images[1]",
-        ),
-        (
-            chat(messages=[{"role": "assistant", "images": [PNG_B64]}]),
-            InvalidArgumentError,
-            "messages[0].images",
         ),
         (
             chat(messages=[{"role": "assistant", "tool_calls": {}}]),
@@ -531,10 +525,6 @@ def test_output_never_holds_none() -> None:
         ),
         (chat(tools={}), InvalidTypeError, "tools"),
         (chat(tools=["f"]), InvalidTypeError, "tools[0]"),
-        (chat(format="yaml"), InvalidArgumentError, "format"),
-        (chat(format=["json"]), InvalidTypeError, "format"),
-        (chat(think="max"), InvalidArgumentError, "think"),
-        (chat(think=1), InvalidTypeError, "think"),
         (chat(options=[]), InvalidTypeError, "options"),
         (chat(options={"temperature": "hot"}), InvalidTypeError, "options.temperature"),
         (chat(options={"temperature": True}), InvalidTypeError, "options.temperature"),
@@ -729,6 +719,7 @@ def test_accepts_what_the_ollama_client_posts_for_chat() -> None:
                     "function": {"name": "get_weather", "arguments": '{"city":"Oslo","days":2}'},
                 }
             ],
+            "reasoning_content": "let me call",
         },
         {"role": "tool", "content": "rain", "tool_call_id": "call_2_0"},
     ]

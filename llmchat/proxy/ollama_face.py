@@ -16,9 +16,18 @@ absent). Other clients do send nulls, so everywhere a JSON ``null`` means
 the same as an absent field, and an empty ``tools``/``images``/``stop`` list
 means none.
 
-Client mistakes raise `InvalidArgumentError`/`InvalidTypeError` whose message
-starts with the field path as the client wrote it (``messages[2].content``,
-``options.num_predict``); the proxy answers them with a 400 `error_body`.
+Liberal by design (the rule of every face): a field, option, message field,
+role, ``format`` or ``think`` value this face does not know is dropped or
+folded into what a chat upstream understands, with one DEBUG line on the
+``llmchat.proxy`` logger naming the field path (never its value), and never a
+400: Ollama clients add fields with every release. A 400 is left only where
+the request cannot be served: a malformed body (a wrong JSON type for a field
+the face translates, a tool call without a name, arguments that are not a JSON
+object), bad image data, or a feature a chat upstream cannot honour
+(``suffix``, ``raw``, image generation). Such mistakes raise
+`InvalidArgumentError`/`InvalidTypeError` whose message starts with the field
+path as the client wrote it (``messages[2].content``, ``options.num_predict``);
+the proxy answers them with a 400 `error_body`.
 
 Decisions worth knowing:
 
@@ -29,7 +38,9 @@ Decisions worth knowing:
   rejects the ordinary schemas Ollama clients send (no
   ``additionalProperties: false``), and grammar-based servers enforce the
   schema either way.
-- ``think``: ``"low"``/``"medium"``/``"high"`` become ``reasoning_effort``;
+- ``format``: any other value is dropped (the answer comes as free text).
+- ``think``: ``"low"``/``"medium"``/``"high"`` become ``reasoning_effort``
+  (any other value is dropped: the server's default stands);
   ``true`` sends nothing: it names no level, so the server's default stands.
   ``false`` has no portable spelling (``"none"`` is refused by many servers),
   so it sends only the `no_reasoning` members the caller passes for an
@@ -43,16 +54,19 @@ Decisions worth knowing:
   ``repeat_penalty`` becomes ``repetition_penalty``. Load-time and
   Ollama-runner options (``_IGNORED_OPTIONS``) and any unknown option are
   ignored, as Ollama itself ignores unknown options.
-- ``keep_alive``, ``logprobs`` and ``top_logprobs`` are ignored: the response
+- ``keep_alive``, ``logprobs`` and ``top_logprobs`` are dropped: the response
   faces carry no log probabilities.
-- History: assistant ``thinking`` is dropped (OpenAI messages have no place
-  for it and models are not shown their old reasoning). Tool calls get the
+- History: assistant ``thinking`` goes upstream as that turn's
+  ``reasoning_content`` (llama-server keeps reasoning across tool calls, and
+  models that think between calls need it back). A role Ollama lacks is
+  folded: ``developer`` to ``system``, any other to ``user``. Tool calls get the
   id they came with, else ``call_{message_index}_{call_index}``. A ``tool``
   message answers the earliest unanswered call with its ``tool_name`` (else
   the earliest unanswered call); when nothing is unanswered it is still sent,
   with the id ``call_{message_index}``, so no tool output is silently lost.
-- Images are allowed on ``user`` messages only: OpenAI has no image parts
-  for other roles.
+- Images: OpenAI has image parts on ``user`` messages only, so a ``tool``
+  result's images follow its run of tool messages as one user turn, and an
+  ``assistant`` or ``system`` message's images are dropped.
 - ``/api/generate``: ``suffix`` (fill-in-the-middle), ``raw: true`` and the
   image-generation fields ``width``/``height``/``steps`` are refused, since
   a chat upstream cannot honour them and pretending would mislead;
@@ -66,8 +80,8 @@ from typing import Any, Final
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from .fields import integer, json_type, number, require_bool, require_mapping, require_str
+from .ollama_history import ignored, log, with_images
 from .ollama_history import messages as history
-from .ollama_history import with_images
 from .ollama_shapes import (
     OLLAMA_VERSION,
     SHOW_ARCHITECTURE,
@@ -134,6 +148,24 @@ _IGNORED_OPTIONS: Final = frozenset(
 )
 """Options that shape the Ollama runner, not the sampling an OpenAI server exposes."""
 
+_OPTIONS: Final = frozenset({*_FLOAT_OPTIONS, *_INT_OPTIONS, "num_predict", "stop"})
+"""The options that reach the upstream; any other is dropped (one DEBUG line)."""
+_COMMON_FIELDS: Final = frozenset({"model", "stream", "format", "options", "think"})
+_CHAT_FIELDS: Final = _COMMON_FIELDS | {"messages", "tools"}
+_GENERATE_FIELDS: Final = _COMMON_FIELDS | {
+    "prompt",
+    "system",
+    "images",
+    "suffix",
+    "raw",
+    "width",
+    "height",
+    "steps",
+}
+"""The fields each route translates; any other (``keep_alive``, ``logprobs``,
+``template``, ``context``, a field newer than this proxy) is dropped with one
+DEBUG line naming it, never a 400."""
+
 
 # -- requests -------------------------------------------------------------
 
@@ -148,6 +180,7 @@ def chat_request(
     ``think: false`` adds: the members that turn reasoning off upstream.
     """
     require_mapping(body, "body")
+    ignored(body, _CHAT_FIELDS)
     out: dict[str, Any] = {
         "model": _model(body),
         "messages": history(body.get("messages")),
@@ -172,6 +205,7 @@ def generate_request(
     `no_reasoning` is as for `chat_request`.
     """
     require_mapping(body, "body")
+    ignored(body, _GENERATE_FIELDS)
     model = _model(body)
     suffix = body.get("suffix")
     if suffix is not None:
@@ -247,31 +281,28 @@ def _format(value: Any) -> dict[str, Any] | None:
         return None
     if value == "json":
         return {"type": "json_object"}
-    if isinstance(value, str):
-        raise InvalidArgumentError(f"format: must be 'json' or a JSON schema object, not {value!r}")
     if not isinstance(value, Mapping):
-        raise InvalidTypeError(
-            f"format: must be 'json' or a JSON schema object, not {json_type(value)}"
-        )
+        # Not a format Ollama knows: the upstream answers in free text instead.
+        log.debug("format dropped (not 'json' or a schema object)")
+        return None
     return {"type": "json_schema", "json_schema": {"name": "response", "schema": dict(value)}}
 
 
 def _think(value: Any) -> str | None:
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, str):
-        if value in _THINK_LEVELS:
-            return value
-        raise InvalidArgumentError(
-            f"think: must be true, false, 'low', 'medium' or 'high', not {value!r}"
-        )
-    raise InvalidTypeError(f"think: must be a boolean or a level string, not {json_type(value)}")
+    if isinstance(value, str) and value in _THINK_LEVELS:
+        return value
+    # A level newer than this proxy: the server's default effort stands.
+    log.debug("think dropped (not a boolean or 'low', 'medium', 'high')")
+    return None
 
 
 def _options(options: Any, out: dict[str, Any]) -> None:
     if options is None:
         return
     require_mapping(options, "options")
+    ignored(options, _OPTIONS, "options.")
     for name, target in _FLOAT_OPTIONS.items():
         value = options.get(name)
         if value is not None:

@@ -8,6 +8,7 @@ translation, no I/O. Errors name the field as the client wrote it
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -16,9 +17,27 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from .fields import json_type, require_mapping, require_str
 from .images import data_url
 
-__all__ = ["messages", "with_images"]
+__all__ = ["ignored", "messages", "with_images"]
+
+log = logging.getLogger("llmchat.proxy")
 
 _ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
+_FOLDED_ROLES: Final = {"developer": "system"}
+"""Roles Ollama does not have but clients of other APIs send: folded to the nearest one."""
+_MESSAGE_FIELDS: Final = frozenset(
+    {"role", "content", "images", "tool_calls", "tool_name", "tool_call_id", "thinking"}
+)
+
+
+def ignored(body: Mapping[str, Any], known: frozenset[str], where: str = "") -> None:
+    """One DEBUG line per member of `body` not in `known`: the liberal rule's drop.
+
+    Fields a face does not know are never a 400 (clients add fields every few
+    weeks); the log names the path, never the value.
+    """
+    for name in body:
+        if name not in known:
+            log.debug("%s%s dropped", where, name)
 
 
 def messages(value: Any) -> list[dict[str, Any]]:
@@ -30,24 +49,21 @@ def messages(value: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     # (id, name) of every assistant tool call not yet answered, oldest first.
     unanswered: list[tuple[str, str]] = []
+    # Image parts of tool results, waiting for the end of the run of tool messages.
+    tool_images: list[dict[str, Any]] = []
     for index, message in enumerate(value):
         where = f"messages[{index}]"
         require_mapping(message, where)
-        role = message.get("role")
-        if role is None:
-            raise InvalidArgumentError(f"{where}.role: is required")
-        require_str(role, f"{where}.role")
-        if role not in _ROLES:
-            raise InvalidArgumentError(
-                f"{where}.role: must be 'system', 'user', 'assistant' or 'tool', not {role!r}"
-            )
+        ignored(message, _MESSAGE_FIELDS, f"{where}.")
+        role = _role(message.get("role"), where)
         content = message.get("content")
         if content is None:
             content = ""
         require_str(content, f"{where}.content")
         images = message.get("images")
-        if images and role != "user":
-            raise InvalidArgumentError(f"{where}.images: only user messages may carry images")
+        if role != "tool" and tool_images:
+            out.append({"role": "user", "content": tool_images})
+            tool_images = []
         item: dict[str, Any] = {"role": role, "content": content}
         if role == "user":
             item["content"] = with_images(content, images, f"{where}.images")
@@ -56,10 +72,36 @@ def messages(value: Any) -> list[dict[str, Any]]:
             if calls:
                 item["tool_calls"] = calls
                 unanswered.extend((call["id"], call["function"]["name"]) for call in calls)
+            thinking = message.get("thinking")
+            if thinking:
+                # Back upstream as the turn's reasoning, as the Anthropic and Responses
+                # faces do: llama-server keeps it across tool calls, and models that
+                # think between calls need it.
+                item["reasoning_content"] = require_str(thinking, f"{where}.thinking")
         elif role == "tool":
             item["tool_call_id"] = _answered_id(message, index, unanswered)
+        if images and role == "tool":
+            # OpenAI tool messages carry text only; the images follow as a user turn
+            # after this run of tool results, so the model still sees them.
+            parts = with_images("", images, f"{where}.images")
+            tool_images.extend(parts if isinstance(parts, list) else [])
+        elif images and role != "user":
+            log.debug("%s.images dropped (a %s message cannot carry images)", where, role)
         out.append(item)
+    if tool_images:
+        out.append({"role": "user", "content": tool_images})
     return out
+
+
+def _role(value: Any, where: str) -> str:
+    if value is None:
+        raise InvalidArgumentError(f"{where}.role: is required")
+    role = require_str(value, f"{where}.role")
+    if role in _ROLES:
+        return role
+    folded = _FOLDED_ROLES.get(role, "user")
+    log.debug("%s.role folded to %r (not an Ollama role)", where, folded)
+    return folded
 
 
 def with_images(content: str, images: Any, where: str) -> str | list[dict[str, Any]]:
