@@ -91,30 +91,41 @@ class AgentUpstream:
     def _answer(
         self, body: Mapping[str, Any], message: dict[str, Any], finish: str, *, think: bool = False
     ) -> Reply:
-        reasoning = self.reasoning if think else None
-        usage = {**self.usage}
-        usage["total_tokens"] = int(usage["prompt_tokens"]) + int(usage["completion_tokens"])
-        if not body.get("stream"):
-            whole: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-            if "tool_calls" in message:
-                whole["tool_calls"] = message["tool_calls"]
-            if reasoning:
-                whole["reasoning_content"] = reasoning
-            choice = {"index": 0, "message": whole, "finish_reason": finish}
-            return Reply.json(
-                {**HEAD, "object": "chat.completion", "choices": [choice], "usage": usage}
-            )
+        return chat_reply(body, message, finish, self.reasoning if think else None, self.usage)
 
-        def chunk(delta: dict[str, Any], fin: str | None = None) -> dict[str, Any]:
-            return {**HEAD, "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
 
-        events = [chunk({"role": "assistant", "content": None})]
+def chat_reply(
+    body: Mapping[str, Any],
+    message: dict[str, Any],
+    finish: str,
+    reasoning: str | None = None,
+    usage: Mapping[str, Any] | None = None,
+) -> Reply:
+    """An OpenAI chat answer to `body`, streamed or whole as it asked: `message`'s content
+    and tool calls, `reasoning` as ``reasoning_content`` first, then `finish` and usage."""
+    usage = dict(usage) if usage else {"prompt_tokens": 40, "completion_tokens": 8}
+    usage["total_tokens"] = int(usage["prompt_tokens"]) + int(usage["completion_tokens"])
+    if not body.get("stream"):
+        whole: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if "tool_calls" in message:
+            whole["tool_calls"] = message["tool_calls"]
         if reasoning:
-            events.append(chunk({"reasoning_content": reasoning}))
-        if "content" in message:
-            events.append(chunk({"content": message["content"]}))
-        for index, call in enumerate(message.get("tool_calls", [])):
-            events.append(chunk({"tool_calls": [{"index": index, **call}]}))
-        events.append(chunk({}, finish))
-        events.append({**HEAD, "choices": [], "usage": usage})
-        return Reply.sse(events)
+            whole["reasoning_content"] = reasoning
+        choice = {"index": 0, "message": whole, "finish_reason": finish}
+        return Reply.json(
+            {**HEAD, "object": "chat.completion", "choices": [choice], "usage": usage}
+        )
+
+    def chunk(delta: dict[str, Any], fin: str | None = None) -> dict[str, Any]:
+        return {**HEAD, "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
+
+    events = [chunk({"role": "assistant", "content": None})]
+    if reasoning:
+        events.append(chunk({"reasoning_content": reasoning}))
+    if "content" in message:
+        events.append(chunk({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls", [])):
+        events.append(chunk({"tool_calls": [{"index": index, **call}]}))
+    events.append(chunk({}, finish))
+    events.append({**HEAD, "choices": [], "usage": usage})
+    return Reply.sse(events)
