@@ -53,7 +53,7 @@ Decisions worth knowing:
   Ollama reads as unlimited or fill-the-context, sends nothing);
   ``repeat_penalty`` becomes ``repetition_penalty``. Load-time and
   Ollama-runner options (``_IGNORED_OPTIONS``) and any unknown option are
-  ignored, as Ollama itself ignores unknown options.
+  dropped with one DEBUG line each, as Ollama itself ignores unknown options.
 - ``keep_alive``, ``logprobs`` and ``top_logprobs`` are dropped: the response
   faces carry no log probabilities.
 - History: assistant ``thinking`` goes upstream as that turn's
