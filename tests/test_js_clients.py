@@ -73,13 +73,21 @@ class Ran:
             self.tool_results = upstream.tool_results_seen()
 
 
-_RUNS: dict[str, Ran] = {}
+_RUNS: dict[str, Ran | BaseException] = {}
 
 
 def _ran(client: str) -> Ran:
+    """The client's one run; a run that failed or skipped fails or skips each case the same
+    way, without running node again."""
     if client not in _RUNS:
-        _RUNS[client] = Ran(client)
-    return _RUNS[client]
+        try:
+            _RUNS[client] = Ran(client)
+        except BaseException as exc:  # pytest's skip and failure outcomes are BaseExceptions
+            _RUNS[client] = exc
+    ran = _RUNS[client]
+    if isinstance(ran, BaseException):
+        raise ran
+    return ran
 
 
 @pytest.mark.parametrize(("client", "case"), _cases(), ids=[f"{c}-{k}" for c, k in _cases()])
