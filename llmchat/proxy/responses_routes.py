@@ -44,9 +44,8 @@ def create(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
         code, param = "invalid_value", None
         if isinstance(exc, Unsupported):
             code, param = exc.code, exc.param
-        exchange.event.ok = False
-        exchange.event.error_type = "invalid_request"
-        return app._json(exchange, 400, error_body(str(exc), code=code, param=param))
+        body = error_body(str(exc), code=code, param=param)
+        return app._error(exchange, 400, str(exc), "invalid_request", body=body)
     return app._complete(exchange, request, ResponsesAnswer(echo))
 
 
