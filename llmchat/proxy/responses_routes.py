@@ -45,7 +45,10 @@ def create(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
         if isinstance(exc, Unsupported):
             code, param = exc.code, exc.param
         body = error_body(str(exc), code=code, param=param)
-        return app._error(exchange, 400, str(exc), "invalid_request", body=body)
+        # The log line names the field first, as every face's does; OpenAI's own
+        # wording ("Previous response with id … not found.") names it nowhere.
+        said = f"{param}: {exc}" if param and not str(exc).startswith(param) else str(exc)
+        return app._error(exchange, 400, said, "invalid_request", body=body)
     return app._complete(exchange, request, ResponsesAnswer(echo))
 
 
