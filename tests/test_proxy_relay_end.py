@@ -163,3 +163,20 @@ def test_frame_gate_a_lone_crlf_ends_no_frame() -> None:
     gate = FrameGate()
     assert gate.feed(b"data: a\r\n") == b""
     assert gate.feed(b"\r\n") == b"data: a\r\n\r\n"
+
+
+@pytest.mark.parametrize("done", [True, False], ids=["done-unterminated", "finish-unterminated"])
+def test_a_stream_that_ended_well_stays_byte_for_byte(done: bool) -> None:
+    """KoboldCpp ends its last frame with one LF: held by the gate, then passed on at the end."""
+    reply = Reply.sse(
+        [chunk({"content": "hi"}), chunk({}, "stop")], terminate_last=False, done=done
+    )
+    wire = b"".join(step.data for step in reply.body_steps if isinstance(step, Write))
+    with ScriptedServer(reply) as upstream_url, OpenAICommon(upstream_url) as backend:
+        with running_proxy(backend) as url:
+            answer = requests.post(
+                url + "/v1/chat/completions",
+                json={"model": "m", "messages": MESSAGES, "stream": True},
+                timeout=WAIT,
+            )
+    assert answer.content == wire and wire.endswith(b"}\n" if not done else b"[DONE]\n")
