@@ -116,7 +116,9 @@ def test_sdk_accepts_the_signature_and_thinking_goes_back_in_history(upstream):
     assert again.content[0].model_dump() == block.model_dump()
     sent = _chat_bodies(upstream)[-1]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
-    assert "weather." not in json.dumps(sent[1])  # the thinking was dropped on the way in
+    # The thinking goes back as the turn's reasoning, not as text; the signature stays out.
+    assert sent[1]["reasoning_content"] == "The user wants the weather."
+    assert sent[1]["content"] == "Checking." and "llmchat-sha256" not in json.dumps(sent)
     assert sent[1]["tool_calls"][0]["function"]["name"] == "get_weather"
     assert sent[2] == {"role": "tool", "tool_call_id": message.content[2].id, "content": "sunny"}
 
@@ -307,7 +309,9 @@ def test_claude_code_request_is_accepted(upstream, drop, caplog):
         assert system["content"].startswith("x-anthropic-billing-header: cc_version=")
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool"]
     assert sent["messages"][2]["tool_calls"][0]["function"]["name"] == "Bash"
-    assert "I will run ls" not in json.dumps(sent)  # signed thinking in history is dropped
+    # Signed thinking in history goes back as the turn's reasoning; the signature does not.
+    assert sent["messages"][2]["reasoning_content"].endswith("I will run ls.")
+    assert "EqQBCkYIBRgC" not in json.dumps(sent)
     assert sent["messages"][3]["content"] == "app.py\nutil.py"
     assert [t["function"]["name"] for t in sent["tools"]] == ["Bash", "Read"]
     assert "cache_control" not in json.dumps(sent)

@@ -22,9 +22,11 @@ from .. import wire_json
 from ..tools import ToolCallAssembler, decode_arguments, slot_for_fragment
 from .chunk_fields import reasoning_text
 from .translator import StreamTranslator
+from .usage_counts import usage_counts
 
 __all__ = [
     "AnthropicStream",
+    "anthropic_usage",
     "error_type_for_status",
     "stop_reason_for",
     "thinking_signature",
@@ -86,6 +88,26 @@ def stop_reason_for(
     return "end_turn"
 
 
+def anthropic_usage(
+    prompt_tokens: int | None, cached_tokens: int | None, output_tokens: int | None
+) -> dict[str, Any]:
+    """Anthropic's ``usage`` from OpenAI's counts, or None where a count is unknown.
+
+    OpenAI's ``prompt_tokens`` includes the cached prompt tokens; Anthropic's
+    ``input_tokens`` does not, and names them ``cache_read_input_tokens``
+    (what Claude Code shows as cache reads). A chat upstream writes no cache
+    of its own on request, so ``cache_creation_input_tokens`` is 0.
+    """
+    cached = max(0, min(cached_tokens or 0, prompt_tokens or 0))
+    usage: dict[str, Any] = {}
+    if prompt_tokens is not None:
+        usage["input_tokens"] = prompt_tokens - cached
+    usage["cache_creation_input_tokens"] = 0
+    usage["cache_read_input_tokens"] = cached
+    usage["output_tokens"] = output_tokens or 0
+    return usage
+
+
 _SIGNATURE_PREFIX: Final = "llmchat-sha256:"
 
 
@@ -95,8 +117,8 @@ def thinking_signature(thinking: str) -> str:
     The proxy cannot sign as Anthropic does; this names the block's origin and
     hashes its text, so the same thinking always carries the same signature and
     a client that checks for a non-empty one (the SDK keeps it, Claude Code
-    sends it back) is satisfied. Thinking sent back in history is dropped on
-    the way in, signature and all.
+    sends it back) is satisfied. Thinking sent back in history goes upstream as
+    that turn's ``reasoning_content``; the signature is not read.
     """
     return _SIGNATURE_PREFIX + hashlib.sha256(thinking.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -142,6 +164,7 @@ class AnthropicStream(StreamTranslator):
         self._tool_blocks: list[_ToolBlock] = []
         self._tool_by_key: dict[Any, _ToolBlock] = {}
         self._used_tools = False
+        self._cached_tokens: int | None = None
 
     # -- public API -------------------------------------------------------
 
@@ -190,9 +213,8 @@ class AnthropicStream(StreamTranslator):
             )
             self._ensure_started()
             self._close_block()
-            usage: dict[str, Any] = {"output_tokens": self._output_tokens or 0}
-            if self._input_tokens is not None:
-                usage["input_tokens"] = self._input_tokens
+            # The real input count travels here: it is known only once the upstream is done.
+            usage = anthropic_usage(self._input_tokens, self._cached_tokens, self._output_tokens)
             self._emit(
                 "message_delta",
                 {"delta": {"stop_reason": str(reason), "stop_sequence": None}, "usage": usage},
@@ -219,6 +241,9 @@ class AnthropicStream(StreamTranslator):
 
     def _note(self, chunk: Mapping[str, Any]) -> None:
         super()._note(chunk)
+        cached = usage_counts(chunk.get("usage")).cached
+        if cached is not None:
+            self._cached_tokens = cached
         chunk_id = chunk.get("id")
         if self._message_id is None and isinstance(chunk_id, str) and chunk_id:
             self._message_id = "msg_" + chunk_id
@@ -349,7 +374,9 @@ class AnthropicStream(StreamTranslator):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self._input_tokens or 0, "output_tokens": 0},
+            # Known here only when the upstream counted before its first output
+            # (rare); otherwise 0, and the final message_delta carries the count.
+            "usage": anthropic_usage(self._input_tokens or 0, self._cached_tokens, 0),
         }
         self._emit("message_start", {"message": message})
         self._started = True

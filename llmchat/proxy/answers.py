@@ -187,6 +187,7 @@ class AnthropicAnswer(Answer):
             ),
             input_tokens=response.prompt_tokens,
             output_tokens=response.completion_tokens,
+            cached_tokens=response.cached_tokens,
         )
 
 
