@@ -28,6 +28,7 @@ from .bodies import STREAM_HEADERS, StreamBody
 from .client_exchange import ClientExchange
 from .hangup import HangupWatch, client_socket
 from .ollama_routes import OllamaRoutes
+from .retry_advice import log_refusal
 from .shapes import error_body, face_of
 from .upstream import (
     Call,
@@ -190,19 +191,44 @@ class ProxyApp:
 
     # -- answers ------------------------------------------------------------
 
-    def _json(self, exchange: ClientExchange, status: int, obj: Any) -> list[bytes]:
+    def _json(
+        self,
+        exchange: ClientExchange,
+        status: int,
+        obj: Any,
+        extra: Iterable[tuple[str, str]] = (),
+    ) -> list[bytes]:
         data = wire_json.encode_data(obj)
-        exchange.begin(status, "application/json", [("Content-Length", str(len(data)))])
+        exchange.begin(status, "application/json", [("Content-Length", str(len(data))), *extra])
         self._record(exchange)
         return [data]
 
     def _error(
-        self, exchange: ClientExchange, status: int, message: str, error_type: str
+        self,
+        exchange: ClientExchange,
+        status: int,
+        message: str,
+        error_type: str,
+        *,
+        body: Any = None,
+        failure: Failure | None = None,
     ) -> list[bytes]:
+        """Answer an error in the face's shape (or `body`, when the face built its own).
+
+        A 4xx the proxy answers itself leaves one WARNING line naming the face,
+        the status, the field and the reason (never the field's content); an
+        upstream `failure` was logged where it was read, and its retry advice
+        goes on the answer.
+        """
         event = exchange.event
         event.ok = False
         event.error_type = event.error_type or error_type
-        return self._json(exchange, status, error_body(exchange.face, status, message))
+        if failure is None and 400 <= status < 500:
+            log_refusal(exchange.face, status, message)
+        if body is None:
+            body = error_body(exchange.face, status, message)
+        extra = failure.headers() if failure is not None else ()
+        return self._json(exchange, status, body, extra)
 
     def _record(self, exchange: ClientExchange) -> None:
         exchange.event.duration_ms = round((time.monotonic() - exchange.started) * 1000, 3)
@@ -353,7 +379,9 @@ class ProxyApp:
         if watch.hung_up.is_set() or failure.error_class == "client_abort":
             return self._aborted(exchange)
         exchange.event.error_type = failure.error_class
-        return self._error(exchange, failure.status, failure.message, failure.error_class)
+        return self._error(
+            exchange, failure.status, failure.message, failure.error_class, failure=failure
+        )
 
     def _client_gone(self, exchange: ClientExchange, response: Response) -> list[bytes]:
         response.cancel()

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .retry_advice import NO_RETRY_STATUSES
 from .usage import UsageEvent
 
 __all__ = ["ClientExchange"]
@@ -23,6 +24,7 @@ _REASONS = {
     200: "OK",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     408: "Request Timeout",
@@ -64,7 +66,15 @@ class ClientExchange:
         return out
 
     def begin(self, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()) -> None:
+        """Start the answer: `status`, the headers every answer carries, and `extra`.
+
+        An error the same request cannot escape carries ``x-should-retry: false``
+        (see `retry_advice`), whichever route answers it.
+        """
         self.event.status = status
-        self.start_response(
-            f"{status} {_REASONS.get(status, 'Status')}", self.headers(content_type, extra)
-        )
+        headers = self.headers(content_type, extra)
+        if status in NO_RETRY_STATUSES and not any(
+            name.lower() == "x-should-retry" for name, _ in headers
+        ):
+            headers.append(("x-should-retry", "false"))
+        self.start_response(f"{status} {_REASONS.get(status, 'Status')}", headers)

@@ -23,6 +23,7 @@ from .deadlines import DeadlineReader, StallWriter, drain, wait_for
 from .limits import ServerLimits
 from .request_body import RequestBody, Unframeable, body_of
 from .request_head import BadHead, RequestHeaders, read_request_headers, request_line
+from .retry_advice import NO_RETRY_STATUSES
 from .shapes import error_body, face_of_request_line
 from .wsgi_exchange import WSGIExchange, request_environ
 
@@ -240,7 +241,13 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         head_only = getattr(self, "command", "") == "HEAD"
         try:
             self.wfile.write(
-                error_response(code, short, error_body(face, code, text), head_only=head_only)
+                error_response(
+                    code,
+                    short,
+                    error_body(face, code, text),
+                    head_only=head_only,
+                    extra=["x-should-retry: false"] if code in NO_RETRY_STATUSES else [],
+                )
             )
         except OSError:
             log.debug("%s went away before its error answer", self.address_string())

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..response import Response
+from .retry_advice import RETRY_AFTER_STATUSES, clean_retry_after
 
 __all__ = [
     "Failure",
     "client_message",
     "failure_of",
+    "http_failure",
     "is_truncation",
     "log_upstream_failure",
     "status_for",
@@ -35,6 +37,24 @@ class Failure:
     status: int
     message: str
     error_class: str
+    upstream_status: int | None = None
+    """The upstream's own HTTP status for an ``http`` failure (401 behind a 502, say)."""
+    retry_after: str | None = None
+    """The upstream's ``Retry-After`` on a rate limit or overload, checked; passed on."""
+
+    def headers(self) -> list[tuple[str, str]]:
+        """What the client's answer says about retrying, beyond its status.
+
+        ``x-should-retry: false`` when the upstream refused the proxy's own
+        credentials (a 502 no retry can mend); the upstream's ``retry-after``
+        on a 429, 503 or 529.
+        """
+        out = []
+        if self.upstream_status in (401, 403):
+            out.append(("x-should-retry", "false"))
+        if self.retry_after is not None and self.status in RETRY_AFTER_STATUSES:
+            out.append(("retry-after", self.retry_after))
+        return out
 
 
 def failure_of(response: Response) -> Failure:
@@ -53,8 +73,17 @@ def failure_of(response: Response) -> Failure:
     else:
         detail = response.err or "no message"  # llmchat's own words, already scrubbed
     log_upstream_failure(error_class, status, detail)
+    return http_failure(error_class, status, response.retry_after)
+
+
+def http_failure(error_class: str, status: int | None, retry_after: str | None = None) -> Failure:
+    """The Failure of an upstream failure of `error_class` (with its HTTP `status`, if any)."""
     return Failure(
-        status_for(error_class, status), client_message(error_class, status), error_class
+        status_for(error_class, status),
+        client_message(error_class, status),
+        error_class,
+        upstream_status=status if error_class == "http" else None,
+        retry_after=clean_retry_after(retry_after),
     )
 
 

@@ -164,7 +164,9 @@ class OllamaRoutes:
         if watch.hung_up.is_set() or result.error_class == "client_abort":
             return self._app._aborted(exchange)
         exchange.event.error_type = result.error_class
-        return self._app._error(exchange, result.status, result.message, result.error_class)
+        return self._app._error(
+            exchange, result.status, result.message, result.error_class, failure=result
+        )
 
 
 def _count_or_none(value: Any) -> int | None:

@@ -65,7 +65,9 @@ def relay(
         if watch.hung_up.is_set() or failure.error_class == "client_abort":
             return app._aborted(exchange)
         exchange.event.error_type = failure.error_class
-        return app._error(exchange, failure.status, failure.message, failure.error_class)
+        return app._error(
+            exchange, failure.status, failure.message, failure.error_class, failure=failure
+        )
     http = upstream_call.http  # a 2xx: an error status is a failure
     content_type = upstream_call.redactor.text(http.headers.get("Content-Type", "application/json"))
     meter = RelayMeter(

@@ -42,9 +42,8 @@ def create(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
         request, echo = responses_request(body)
     except (ValueError, TypeError) as exc:
         code = "unsupported_parameter" if isinstance(exc, Unsupported) else "invalid_value"
-        exchange.event.ok = False
-        exchange.event.error_type = "invalid_request"
-        return app._json(exchange, 400, error_body(str(exc), code=code))
+        body = error_body(str(exc), code=code)
+        return app._error(exchange, 400, str(exc), "invalid_request", body=body)
     return app._complete(exchange, request, ResponsesAnswer(echo))
 
 

@@ -28,6 +28,7 @@ from .failures import (
     Failure,
     client_message,
     failure_of,
+    http_failure,
     is_truncation,
     log_upstream_failure,
     status_for,
@@ -160,9 +161,7 @@ class Upstream:
             last = exc.attempts[-1] if exc.attempts else None
             error_class = last.error_class if last and last.error_class else "unknown"
             status = last.error_status if last else None
-            return Failure(
-                status_for(error_class, status), client_message(error_class, status), error_class
-            )
+            return http_failure(error_class, status)
         call._track(response=response)
         return response
 
@@ -327,7 +326,7 @@ class Relay:
         if message is not None:
             message = self.redactor.text(message)
         log_upstream_failure("http", status, ErrorBody(len(data), content_type, message).describe())
-        return Failure(status_for("http", status), client_message("http", status), "http")
+        return http_failure("http", status, self.http.headers.get("Retry-After"))
 
     def chunks(self) -> Iterator[bytes]:
         """The upstream body as it arrives; stops quietly when the exchange is aborted."""
