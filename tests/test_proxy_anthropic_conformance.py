@@ -26,6 +26,7 @@ import pytest
 from llmchat.backends.openai_common import OpenAICommon
 from llmchat.testing import ChatResponder, ScriptedServer
 
+from .agent_upstream import AgentUpstream
 from .proxy_support import running_proxy
 
 RECORDED = json.loads(
@@ -361,3 +362,31 @@ def test_claude_code_shapes_are_served(
     for line in [*debug_lines, "metadata dropped", "context_management dropped"]:
         assert logged.count(line) == 1, (line, logged)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], logged
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["blocking", "streamed"])
+def test_cached_prompt_tokens_are_cache_reads(stream: bool) -> None:
+    """The recorded request over an upstream that reports cached prompt tokens: the
+    final usage splits them out as Anthropic does (streamed, in the message_delta)."""
+    usage: dict[str, Any] = {"prompt_tokens": 900, "completion_tokens": 12}
+    usage["prompt_tokens_details"] = {"cached_tokens": 640}
+    script = AgentUpstream(["Bash"], lambda tool: {"command": "true"}, usage=usage)
+    server = ScriptedServer(script).start()
+    try:
+        with OpenAICommon(server.url) as backend, running_proxy(backend) as url:
+            status, answer = post(url, {**recorded_body(), "stream": stream})
+    finally:
+        server.stop()
+    assert status == 200, answer[:500]
+    if stream:
+        events = [json.loads(line[6:]) for line in answer.splitlines() if line[:6] == b"data: "]
+        [final] = [e for e in events if e["type"] == "message_delta"]
+        counted = final["usage"]
+    else:
+        counted = json.loads(answer)["usage"]
+    assert counted == {
+        "input_tokens": 260,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 640,
+        "output_tokens": 12,
+    }
