@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from llmchat.backends.openai_common import OpenAICommon
-from llmchat.testing import ScriptedServer
+from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 
 from .agent_upstream import AgentUpstream, tool_results
 from .node_support import bin_path
@@ -170,6 +170,36 @@ def test_thinking_goes_back_upstream_and_cached_tokens_are_counted(
     assert result["usage"]["cache_read_input_tokens"] == 2 * 640, result["usage"]
     assert result["usage"]["input_tokens"] == 2 * (900 - 640), result["usage"]
     assert result["usage"]["output_tokens"] == 2 * 12, result["usage"]
+
+
+def test_a_budget_over_the_context_is_lowered_and_retried(claude: str, tmp_path: Path) -> None:
+    """vLLM refuses a max_tokens that does not fit beside the prompt; the proxy says so in
+    Anthropic's words, and Claude Code retries with context - prompt - 1000 (its rule)
+    rather than compacting a prompt that fits."""
+    script = AgentUpstream(["Bash"], plan, final=FINAL)
+    budgets: list[int] = []
+
+    def vllm(request: RecordedRequest) -> Reply:
+        body = request.json()
+        if isinstance(body, dict) and request.path.endswith("/chat/completions"):
+            budgets.append(body["max_tokens"])
+            if body["max_tokens"] > 32768 - 4000:
+                said = (
+                    "This model's maximum context length is 32768 tokens. However, you "
+                    f"requested {4000 + body['max_tokens']} tokens (4000 in the messages, "
+                    f"{body['max_tokens']} in the completion)."
+                )
+                return Reply.error(400, said, "BadRequestError")
+        return script(request)
+
+    server = ScriptedServer(vllm).start()
+    try:
+        with OpenAICommon(server.url) as backend, running_proxy(backend) as url:
+            run = run_claude(claude, url, tmp_path)
+    finally:
+        server.stop()
+    assert_task_done(run, script)
+    assert budgets[:2] == [128000, 32768 - 4000 - 1000], budgets
 
 
 @pytest.fixture

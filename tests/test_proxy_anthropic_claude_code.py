@@ -190,7 +190,20 @@ def test_context_overflow_is_prompt_is_too_long(upstream, stream):
         (
             "This model's maximum context length is 4096 tokens. However, you requested 5000 "
             "tokens (4000 in the messages, 1000 in the completion).",
-            "prompt is too long for the model's context window",  # only with the budget
+            # The prompt fits, the budget with it not: Claude Code lowers max_tokens.
+            "input length and `max_tokens` exceed context limit: 4000 + 8 > 4096, "
+            "decrease input length or `max_tokens` and try again",
+        ),
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 8. This model's maximum "
+            "context length is 4096 tokens and your request has 4095 input tokens "
+            "(8 > 4096 - 4095).",
+            "input length and `max_tokens` exceed context limit: 4095 + 8 > 4096, "
+            "decrease input length or `max_tokens` and try again",
+        ),
+        (
+            "This model's maximum context length is 4096 tokens. Please reduce the length.",
+            "prompt is too long for the model's context window",  # no prompt count given
         ),
         # Any other 400, even one that mentions a context, is the fixed words.
         ("context window exceeded on shard gpu-node-7", None),
