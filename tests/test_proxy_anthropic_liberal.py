@@ -188,3 +188,26 @@ def test_anthropic_usage(
         "cache_read_input_tokens": usage[1],
         "output_tokens": usage[2],
     }
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [{"type": "tool", "name": "web_search"}, {"type": "any"}],
+    ids=["a-dropped-tool", "any-with-no-tools-left"],
+)
+def test_a_choice_of_a_dropped_server_tool_is_dropped(
+    choice: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="llmchat.proxy")
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "search"}],
+        "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+        "tool_choice": choice,
+    }
+    out = messages_request(body)
+    assert "tools" not in out and "tool_choice" not in out
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged[0] == "tools[0] (web_search_20250305) dropped"
+    assert len(logged) == 2 and logged[1].startswith("tool_choice (")

@@ -59,6 +59,8 @@ Decisions worth knowing:
 - ``tool_choice`` maps ``auto``/``any``/``tool``/``none`` to ``"auto"``,
   ``"required"``, a named function and ``"none"``;
   ``disable_parallel_tool_use: true`` adds ``parallel_tool_calls: false``.
+  A choice of a dropped server tool, or ``any`` when only server tools
+  were given, is dropped.
 - Tools with a ``type`` other than ``custom`` (server tools such as
   ``web_search_*`` and ``code_execution_*``, Anthropic-schema tools such as
   ``bash_*``) are dropped: the upstream cannot run them and the model cannot
@@ -153,7 +155,7 @@ def messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
     tools = _tools(body.get("tools"))
     if tools:
         out["tools"] = tools
-    _tool_choice(body.get("tool_choice"), out)
+    _tool_choice(body.get("tool_choice"), out, _server_tool_names(body.get("tools")))
     effort = _thinking(body.get("thinking"))
     output_effort = _output_config(body.get("output_config"), out)
     effort = output_effort or effort
@@ -257,7 +259,16 @@ def _tools(value: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_choice(value: Any, out: dict[str, Any]) -> None:
+def _server_tool_names(tools: Any) -> set[str]:
+    """Names of the tools `_tools` dropped (any ``type`` but ``custom``)."""
+    return {
+        str(tool.get("name"))
+        for tool in tools or ()
+        if isinstance(tool, Mapping) and tool.get("type") not in (None, "custom")
+    }
+
+
+def _tool_choice(value: Any, out: dict[str, Any], server_tools: set[str]) -> None:
     if value is None:
         return
     require_mapping(value, "tool_choice")
@@ -265,6 +276,9 @@ def _tool_choice(value: Any, out: dict[str, Any]) -> None:
     if kind == "auto":
         out["tool_choice"] = "auto"
     elif kind == "any":
+        if server_tools and not out.get("tools"):
+            dropped("tool_choice", "any, with only server tools")
+            return
         out["tool_choice"] = "required"
     elif kind == "none":
         out["tool_choice"] = "none"
@@ -273,6 +287,10 @@ def _tool_choice(value: Any, out: dict[str, Any]) -> None:
         require_str(name, "tool_choice.name")
         if not name:
             raise InvalidArgumentError("tool_choice.name: must not be empty")
+        if name in server_tools:
+            # Dropped from the tools: the upstream would refuse a choice of it.
+            dropped("tool_choice", f"{name}, a server tool")
+            return
         out["tool_choice"] = {"type": "function", "function": {"name": name}}
     else:
         dropped("tool_choice", str(kind))
