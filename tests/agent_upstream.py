@@ -24,6 +24,31 @@ Plan = Callable[[Mapping[str, Any]], dict[str, Any]]
 HEAD = {"id": "chatcmpl-agent", "object": "chat.completion.chunk", "created": 1, "model": "agent"}
 
 
+def shell_plan(command: str) -> Plan:
+    """A plan running `command` through whichever shell tool the agent sent.
+
+    Codex's freeform ``exec`` tool (a ``custom`` tool: raw JavaScript calling
+    its nested tools) reaches the upstream as a function whose one string
+    argument, ``input``, is the raw text; the script calls
+    ``tools.exec_command({cmd})`` and returns its output with ``text()``.
+    Codex's ``exec_command`` function takes ``cmd``; a ``shell`` tool takes
+    ``command``, an argv list or a string as its schema says.
+    """
+
+    def plan(tool: Mapping[str, Any]) -> dict[str, Any]:
+        properties = (tool.get("parameters") or {}).get("properties") or {}
+        if tool["name"] == "exec" and "input" in properties:
+            script = f"const r = await tools.exec_command({{cmd: {json.dumps(command)}}});"
+            return {"input": script + "\ntext(r.output);"}
+        if "cmd" in properties:
+            return {"cmd": command}
+        if properties.get("command", {}).get("type") == "array":
+            return {"command": ["bash", "-lc", command]}
+        return {"command": command}
+
+    return plan
+
+
 def tool_results(body: Mapping[str, Any]) -> list[str]:
     """The text of every `tool` message in a chat request body, in order."""
     out = []

@@ -359,28 +359,40 @@ def test_history_with_calls_and_outputs_reaches_the_upstream(client, upstream):
 
 
 @pytest.mark.parametrize(
-    ("fields", "param", "code"),
+    ("fields", "param", "code", "message"),
     [
-        ({"previous_response_id": "resp_1"}, "previous_response_id", "unsupported_parameter"),
-        ({"store": True}, "store", "unsupported_parameter"),
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type", "unsupported_parameter"),
         (
-            {"input": [{"type": "item_reference", "id": "x"}]},
-            "input[0].type",
-            "unsupported_parameter",
+            {"previous_response_id": "resp_1"},
+            "previous_response_id",
+            "previous_response_not_found",
+            "Previous response with id 'resp_1' not found.",
         ),
-        ({"temperature": "hot"}, "temperature", "invalid_value"),
-        ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role", "invalid_value"),
+        (
+            {"input": [{"type": "item_reference", "id": "msg_x"}]},
+            "input[0].id",
+            "invalid_value",
+            "Item with id 'msg_x' not found.",
+        ),
+        ({"background": True}, "background", "unsupported_parameter", "background:"),
+        ({"temperature": "hot"}, "temperature", "invalid_value", "temperature:"),
+        (
+            {"input": [{"role": "robot", "content": "x"}]},
+            "input[0].role",
+            "invalid_value",
+            "input[0].role:",
+        ),
     ],
 )
-def test_refusals_are_openai_400s_before_any_upstream_io(client, upstream, fields, param, code):
+def test_refusals_are_openai_400s_before_any_upstream_io(
+    client, upstream, fields, param, code, message
+):
     body: dict[str, Any] = {"model": "m", "input": "hi", **fields}
     with pytest.raises(openai.BadRequestError) as raised:
         client.responses.create(**body)
     error = raised.value.body
     assert error["type"] == "invalid_request_error"
     assert error["param"] == param and error["code"] == code
-    assert error["message"].startswith(param + ":")
+    assert error["message"].startswith(message)
     assert not upstream.requests
 
 

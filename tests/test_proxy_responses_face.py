@@ -81,7 +81,7 @@ def test_images_and_parts() -> None:
     ]
 
 
-def test_calls_join_the_assistant_turn_and_reasoning_is_dropped() -> None:
+def test_calls_join_the_assistant_turn_and_reasoning_goes_with_it() -> None:
     chat, _ = responses_request(
         req(
             input=[
@@ -110,6 +110,7 @@ def test_calls_join_the_assistant_turn_and_reasoning_is_dropped() -> None:
         {
             "role": "assistant",
             "content": "Let me.",
+            "reasoning_content": "t",
             "tool_calls": [
                 {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
                 {"id": "b", "type": "function", "function": {"name": "g", "arguments": '{"x":1}'}},
@@ -157,14 +158,9 @@ def test_tool_choices() -> None:
 @pytest.mark.parametrize(
     ("fields", "error", "param"),
     [
-        ({"previous_response_id": "r"}, Unsupported, "previous_response_id"),
         ({"conversation": "c"}, Unsupported, "conversation"),
-        ({"store": True}, Unsupported, "store"),
         ({"store": "yes"}, InvalidTypeError, "store"),
         ({"background": True}, Unsupported, "background"),
-        ({"tools": [{"type": "file_search"}]}, Unsupported, "tools[0].type"),
-        ({"tools": [{"type": "custom", "name": "apply_patch"}]}, Unsupported, "tools[0].type"),
-        ({"tool_choice": {"type": "web_search_preview"}}, Unsupported, "tool_choice.type"),
         (
             {"tool_choice": {"type": "function", "name": "zz"}},
             InvalidArgumentError,
@@ -176,7 +172,6 @@ def test_tool_choices() -> None:
         ({"input": None}, InvalidArgumentError, "input"),
         ({"input": []}, InvalidArgumentError, "input"),
         ({"input": 3}, InvalidTypeError, "input"),
-        ({"input": [{"type": "web_search_call"}]}, Unsupported, "input[0].type"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_file"}]}]},
             Unsupported,
@@ -200,7 +195,6 @@ def test_tool_choices() -> None:
         ),
         ({"max_output_tokens": 0}, InvalidArgumentError, "max_output_tokens"),
         ({"temperature": float("nan")}, InvalidArgumentError, "temperature"),
-        ({"reasoning": {"effort": "huge"}}, InvalidArgumentError, "reasoning.effort"),
         ({"text": {"format": {"type": "yaml"}}}, InvalidArgumentError, "text.format.type"),
         (
             {"text": {"format": {"type": "json_schema", "name": "n"}}},
@@ -240,3 +234,86 @@ def test_an_echoed_field_utf8_cannot_carry_is_refused_by_name(body: dict[str, An
     # Every event repeats the echo: refused here, before the upstream, not mid-stream.
     with pytest.raises(InvalidArgumentError, match=rf"^{field}: a string holds a lone surrogate"):
         responses_request(body)
+
+
+# -- the liberal rule's folds ---------------------------------------------------------
+
+NAMESPACED = [
+    {
+        "type": "namespace",
+        "name": "crm",
+        "description": "",
+        "tools": [{"type": "function", "name": "send"}, {"type": "custom", "name": "note"}],
+    },
+    {
+        "type": "namespace",
+        "name": "mail",
+        "description": "",
+        "tools": [{"type": "function", "name": "send"}, {"type": "function", "name": "send"}],
+    },
+    {"type": "file_search", "vector_store_ids": ["v"]},
+]
+
+
+def test_namespaces_flatten_with_names_unique_and_mapped_back() -> None:
+    chat, echo = responses_request(req(tools=NAMESPACED))
+    names = [t["function"]["name"] for t in chat["tools"]]
+    assert names == ["crm__send", "note", "mail__send", "mail__send_2"]
+    calls = echo["_calls"]
+    assert (calls["crm__send"].name, calls["crm__send"].namespace) == ("send", "crm")
+    assert (calls["note"].kind, calls["note"].namespace) == ("custom", "crm")
+    assert [t["type"] for t in echo["tools"]] == ["namespace", "namespace"]  # file_search dropped
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ({"type": "function", "name": "send", "namespace": "mail"}, "mail__send"),
+        ({"type": "function", "name": "send"}, "crm__send"),
+        ({"type": "custom", "name": "note"}, "note"),
+    ],
+)
+def test_a_chosen_tool_is_named_as_the_upstream_knows_it(choice: dict[str, Any], sent: str):
+    chat, _ = responses_request(req(tools=NAMESPACED, tool_choice=choice))
+    assert chat["tool_choice"] == {"type": "function", "function": {"name": sent}}
+
+
+def test_hosted_tool_choices_and_allowed_entries_are_dropped() -> None:
+    chat, _ = responses_request(req(tools=NAMESPACED, tool_choice={"type": "file_search"}))
+    assert "tool_choice" not in chat and len(chat["tools"]) == 4
+    allowed = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "custom", "name": "note"}, {"type": "web_search"}],
+    }
+    chat, _ = responses_request(req(tools=NAMESPACED, tool_choice=allowed))
+    assert [t["function"]["name"] for t in chat["tools"]] == ["note"]
+
+
+def test_additional_tools_merge_and_are_no_message() -> None:
+    extra = {"type": "additional_tools", "role": "developer", "tools": NAMESPACED[:1]}
+    chat, echo = responses_request(
+        req(
+            tools=[{"type": "function", "name": "top"}],
+            input=[extra, {"role": "user", "content": "q"}],
+        )
+    )
+    assert [t["function"]["name"] for t in chat["tools"]] == ["top", "send", "note"]
+    assert chat["messages"] == [{"role": "user", "content": "q"}]
+    assert [t["name"] for t in echo["tools"]] == ["top"]
+
+
+def test_an_unknown_effort_is_dropped_not_refused() -> None:
+    chat, echo = responses_request(req(reasoning={"effort": "max", "summary": "auto"}))
+    assert "reasoning_effort" not in chat
+    assert echo["reasoning"] == {"effort": None, "summary": "auto"} and echo["_summary"] is True
+
+
+def test_the_memo_forgets_the_oldest_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmchat.proxy import responses_memo
+
+    monkeypatch.setattr(responses_memo, "_MAX_ITEMS", 2)
+    items = [{"id": f"msg_memo_{n}", "type": "message"} for n in range(3)]
+    responses_memo.remember(items)
+    assert responses_memo.recall("msg_memo_0") is None
+    assert responses_memo.recall("msg_memo_2") == items[2]

@@ -11,6 +11,16 @@ carrying the whole response with its usage. Upstream reasoning becomes a
 (``function_call_arguments`` deltas). Items never interleave: the open one is
 closed before the next opens.
 
+The request shapes some items (`responses_shape.OutputShape`): when it asked
+for a reasoning summary, the reasoning is also one ``summary_text`` part
+(``response.reasoning_summary_part.*`` and ``reasoning_summary_text.*``
+events); a call of a tool the client declared in a ``namespace`` carries its
+own name and ``namespace``; a call of a ``custom`` tool is a
+``custom_tool_call`` item whose raw ``input`` is sent whole when the call is
+complete (``response.custom_tool_call_input.delta`` and ``.done``), since it
+can only be read out of the stand-in function's finished JSON arguments.
+A failed response carries the usage the upstream reported before it failed.
+
 A tool call whose arguments are not one JSON object never becomes a finished
 ``function_call`` item: the stream ends with ``response.failed`` and a generic
 message (the parser-rejection rule), so a client never runs a tool on
@@ -20,7 +30,7 @@ arguments nobody wrote.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .. import wire_json
@@ -29,16 +39,16 @@ from .chunk_fields import int_or_none, reasoning_text, tool_fragment
 from .responses_objects import (
     FAILED_CODE,
     Echo,
-    function_call_item,
     message_item,
     new_id,
     output_text_part,
-    reasoning_item,
     reasoning_text_part,
     response_object,
     status_for,
+    summary_text_part,
     usage_object,
 )
+from .responses_shape import OutputShape, custom_input
 from .translator import StreamTranslator
 
 __all__ = ["BAD_TOOL_CALL", "UPSTREAM_FAILED", "ResponsesStream"]
@@ -52,10 +62,11 @@ UPSTREAM_FAILED: Final = "The upstream server failed"
 class _Item:
     """One output item: where it stands in ``output`` and what it holds so far."""
 
-    __slots__ = ("call_id", "id", "index", "kind", "name", "parts")
+    __slots__ = ("call_id", "id", "index", "kind", "name", "output", "parts")
 
-    def __init__(self, kind: str, index: int, item_id: str) -> None:
+    def __init__(self, kind: str, index: int, item_id: str, output: OutputShape) -> None:
         self.kind = kind  # "reasoning", "message" or "function_call"
+        self.output = output
         self.index = index
         self.id = item_id
         self.parts: list[str] = []
@@ -68,10 +79,10 @@ class _Item:
 
     def shape(self, status: str) -> dict[str, Any]:
         if self.kind == "reasoning":
-            return reasoning_item(self.id, self.text, status)
+            return self.output.reasoning(self.id, self.text, status)
         if self.kind == "message":
             return message_item(self.id, self.text, status)
-        return function_call_item(self.id, self.call_id, self.name, self.text, status)
+        return self.output.call(self.id, self.call_id, self.name, self.text, status)
 
 
 class _Call:
@@ -90,17 +101,26 @@ class ResponsesStream(StreamTranslator):
     """Translate one OpenAI chat stream into Responses API server-sent events.
 
     `echo` is what the response object repeats of the request (its ``model``
-    names the response). Call `start` once, `delta` per decoded OpenAI chunk,
-    then `finish` when the upstream is done, or `error_event` to fail the response.
+    names the response; its private keys the `OutputShape`). Call `start`
+    once, `delta` per decoded OpenAI chunk, then `finish` when the upstream is
+    done, or `error_event` to fail the response. `keep` gets the output items
+    of a response that completed (the proxy remembers them for references).
     """
 
     content_type = "text/event-stream"
 
     def __init__(
-        self, echo: Echo, *, response_id: str | None = None, created_at: int | None = None
+        self,
+        echo: Echo,
+        *,
+        response_id: str | None = None,
+        created_at: int | None = None,
+        keep: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         super().__init__(str(echo.get("model") or ""))
         self._echo = echo
+        self._shape = OutputShape.of(echo)
+        self._keep = keep
         self.response_id = response_id or new_id("resp")
         self._created_at = int(time.time()) if created_at is None else created_at
         self._sequence = 0
@@ -152,6 +172,8 @@ class ResponsesStream(StreamTranslator):
             self._close("incomplete" if status == "incomplete" else "completed")
             final = self._response(status, details)
             self._emit(f"response.{status}", {"response": final})
+            if self._keep is not None:
+                self._keep(final["output"])
             return self._take()
 
         return self._closing(close)
@@ -214,13 +236,20 @@ class ResponsesStream(StreamTranslator):
 
     def _write(self, kind: str, text: str) -> None:
         item = self._open
+        summary = kind == "reasoning" and self._shape.summary
         if item is None or item.kind != kind:
             item = self._open_item(kind, new_id("rs" if kind == "reasoning" else "msg"))
             part = reasoning_text_part("") if kind == "reasoning" else output_text_part("")
             self._emit("response.content_part.added", {**self._at(item, 0), "part": part})
+            if summary:
+                added = {**self._summary_at(item), "part": summary_text_part("")}
+                self._emit("response.reasoning_summary_part.added", added)
         item.parts.append(text)
         if kind == "reasoning":
             self._emit("response.reasoning_text.delta", {**self._at(item, 0), "delta": text})
+            if summary:
+                fields = {**self._summary_at(item), "delta": text}
+                self._emit("response.reasoning_summary_text.delta", fields)
         else:
             fields = {**self._at(item, 0), "delta": text, "logprobs": []}
             self._emit("response.output_text.delta", fields)
@@ -252,24 +281,26 @@ class ResponsesStream(StreamTranslator):
 
     def _send_arguments(self, item: _Item, arguments: str) -> None:
         item.parts.append(arguments)
+        if self._shape.is_custom(item.name):
+            return  # the raw input is sent whole once the arguments are complete
         self._emit(
             "response.function_call_arguments.delta",
             {"item_id": item.id, "output_index": item.index, "delta": arguments},
         )
 
-    @staticmethod
-    def _readable(call: _Call) -> bool:
-        """True when `call` became an item whose arguments are one JSON object (or none)."""
+    def _readable(self, call: _Call) -> bool:
+        """True when `call` became an item whose arguments are one JSON object (or none),
+        holding the raw input when the call is a custom tool's."""
         if call.item is None:
             return False
         _, _, undecodable = decode_arguments(call.item.text)
-        return not undecodable
+        return not undecodable and self._shape.readable(call.item.name, call.item.text)
 
     # -- items and framing ------------------------------------------------
 
     def _open_item(self, kind: str, item_id: str, call: _Call | None = None) -> _Item:
         self._close("completed")
-        item = _Item(kind, len(self._items), item_id)
+        item = _Item(kind, len(self._items), item_id, self._shape)
         if call is not None:
             item.call_id = call.id or new_id("call")
             item.name = call.name
@@ -292,10 +323,13 @@ class ResponsesStream(StreamTranslator):
             call = next(c for c in self._calls if c.item is item)
             if not self._readable(call):
                 raise ValueError("a tool call's arguments are not a JSON object")
-            self._emit(
-                "response.function_call_arguments.done",
-                {"item_id": item.id, "output_index": item.index, "arguments": text},
-            )
+            at = {"item_id": item.id, "output_index": item.index}
+            raw = custom_input(text) if self._shape.is_custom(item.name) else None
+            if raw is not None:
+                self._emit("response.custom_tool_call_input.delta", {**at, "delta": raw})
+                self._emit("response.custom_tool_call_input.done", {**at, "input": raw})
+            else:
+                self._emit("response.function_call_arguments.done", {**at, "arguments": text})
         else:
             reasoning = item.kind == "reasoning"
             part = reasoning_text_part(text) if reasoning else output_text_part(text)
@@ -303,6 +337,11 @@ class ResponsesStream(StreamTranslator):
             extra: dict[str, Any] = {} if reasoning else {"logprobs": []}
             self._emit(done, {**self._at(item, 0), "text": text, **extra})
             self._emit("response.content_part.done", {**self._at(item, 0), "part": part})
+            if reasoning and self._shape.summary:
+                at = self._summary_at(item)
+                self._emit("response.reasoning_summary_text.done", {**at, "text": text})
+                done_part = {**at, "part": summary_text_part(text)}
+                self._emit("response.reasoning_summary_part.done", done_part)
         shaped = item.shape(status)
         self._done[item.index] = shaped
         self._emit("response.output_item.done", {"output_index": item.index, "item": shaped})
@@ -336,6 +375,10 @@ class ResponsesStream(StreamTranslator):
             incomplete_details=incomplete_details,
             model=str(self._echo.get("model") or "") or self._model,
         )
+
+    @staticmethod
+    def _summary_at(item: _Item) -> dict[str, Any]:
+        return {"item_id": item.id, "output_index": item.index, "summary_index": 0}
 
     @staticmethod
     def _at(item: _Item, content_index: int) -> dict[str, Any]:

@@ -8,6 +8,8 @@ blocking answer are the same object. Shapes follow the recorded OpenAI streams
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final
@@ -15,6 +17,8 @@ from typing import Any, Final
 __all__ = [
     "FAILED_CODE",
     "Echo",
+    "carried_reasoning",
+    "custom_tool_call_item",
     "function_call_item",
     "message_item",
     "new_id",
@@ -23,6 +27,8 @@ __all__ = [
     "reasoning_text_part",
     "response_object",
     "status_for",
+    "summary_text_part",
+    "uncarried_reasoning",
     "usage_object",
 ]
 
@@ -32,6 +38,7 @@ FAILED_CODE: Final = "server_error"
 Echo = Mapping[str, Any]
 """The request fields a Response object repeats (``model``, ``instructions``, ``tools`` …)."""
 
+_CARRIED: Final = "llmchat.v1:"
 _INCOMPLETE_REASONS: Final = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
@@ -74,29 +81,84 @@ def message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
     }
 
 
-def reasoning_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
+def summary_text_part(text: str) -> dict[str, Any]:
+    """A reasoning item's ``summary_text`` part."""
+    return {"type": "summary_text", "text": text}
+
+
+def reasoning_item(
+    item_id: str, text: str | None, status: str, *, summary: bool = False, carry: bool = False
+) -> dict[str, Any]:
     """A ``reasoning`` output item carrying the upstream's reasoning text as content.
 
     The upstream's reasoning is the model's own text, not a summary of it, so
     it is a ``reasoning_text`` part (as DeepSeek's and LM Studio's Responses
-    servers send it) and ``summary`` stays empty.
+    servers send it). With `summary` (the request set ``reasoning.summary``)
+    the same text is also the one ``summary_text`` part: clients that read only
+    summaries (the Vercel AI SDK) show it. With `carry` (the request included
+    ``reasoning.encrypted_content``) it is also ``encrypted_content``, so a
+    client that replays only that field gives the text back (`carried_reasoning`).
     """
     content = [] if text is None else [reasoning_text_part(text)]
-    return {"id": item_id, "type": "reasoning", "status": status, "summary": [], "content": content}
+    parts = [summary_text_part(text)] if summary and text is not None else []
+    item: dict[str, Any] = {
+        "id": item_id,
+        "type": "reasoning",
+        "status": status,
+        "summary": parts,
+        "content": content,
+    }
+    if carry and text:
+        item["encrypted_content"] = carried_reasoning(text)
+    return item
+
+
+def carried_reasoning(text: str) -> str:
+    """The ``encrypted_content`` the proxy sends for reasoning `text`.
+
+    Not encrypted: the client already has the text in the item's content.
+    It only lets the text come back from clients that replay a reasoning item
+    by this field alone (Codex on ``store: false``; what OpenAI's own is for).
+    """
+    return _CARRIED + base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def uncarried_reasoning(value: Any) -> str | None:
+    """The reasoning text in an ``encrypted_content`` the proxy sent, or None for any other."""
+    if not isinstance(value, str) or not value.startswith(_CARRIED):
+        return None
+    try:
+        return base64.b64decode(value[len(_CARRIED) :], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
 
 
 def function_call_item(
-    item_id: str, call_id: str, name: str, arguments: str, status: str
+    item_id: str,
+    call_id: str,
+    name: str,
+    arguments: str,
+    status: str,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A ``function_call`` output item."""
-    return {
-        "id": item_id,
-        "type": "function_call",
-        "status": status,
-        "arguments": arguments,
-        "call_id": call_id,
-        "name": name,
-    }
+    """A ``function_call`` output item; `namespace` for a tool of a ``namespace`` tool."""
+    head = {"id": item_id, "type": "function_call", "status": status, "arguments": arguments}
+    return _call(head, call_id, name, namespace)
+
+
+def custom_tool_call_item(
+    item_id: str, call_id: str, name: str, text: str, status: str, namespace: str | None = None
+) -> dict[str, Any]:
+    """A ``custom_tool_call`` output item: a freeform tool's raw `text` as its ``input``."""
+    head = {"id": item_id, "type": "custom_tool_call", "status": status, "input": text}
+    return _call(head, call_id, name, namespace)
+
+
+def _call(head: dict[str, Any], call_id: str, name: str, namespace: str | None) -> dict[str, Any]:
+    item = {**head, "call_id": call_id, "name": name}
+    if namespace:
+        item["namespace"] = namespace
+    return item
 
 
 def usage_object(

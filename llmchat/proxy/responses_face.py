@@ -5,24 +5,37 @@ request and the `Echo` (what the Response object repeats of the request);
 `error_body` is OpenAI's error shape with the ``param`` the message names.
 ``input`` is `responses_input`'s.
 
-The face is stateless. Decisions where OpenAI's API leaves room:
+The face is liberal by design (API.md "Faces are liberal by design"; STYLE
+rule 17). Codex and the SDKs change their requests every few weeks, so the
+face never refuses a turn over something a chat upstream can do without:
 
-- ``store`` absent or ``false`` means nothing is stored (OpenAI's own default
-  is ``true``; a proxy that keeps nothing reads absence as "not stored", and
-  every Response it sends says ``"store": false``). ``store: true``,
-  ``previous_response_id``, ``conversation``, ``prompt`` and
-  ``background: true`` need stored state and get a 400
-  (``unsupported_parameter``) before any upstream I/O.
-- Only ``function`` tools: built-in tools (``web_search``, ``file_search``,
-  ``code_interpreter``, ``mcp``, ``custom`` …) get a 400 naming the tool.
-  ``tool_choice`` ``allowed_tools`` sends only the allowed function tools, with
-  its ``mode``.
+- a field, tool type, item type or content part it does not send upstream is
+  dropped with exactly one DEBUG line on the ``llmchat.proxy`` logger naming
+  its path (`responses_tools.dropped`), never a 400. Tools: `responses_tools`
+  (namespaces flattened, custom tools folded, hosted tools dropped); items:
+  `responses_input` (reasoning kept as ``reasoning_content``, item references
+  resolved or dropped);
+- a 400, OpenAI's shape with ``param``, is kept for a request that cannot be
+  served at all: a malformed body; ``previous_response_id``, ``conversation``
+  or ``prompt`` (stored state the proxy cannot have); ``background: true``
+  (it is polled for later); an ``item_reference`` to an unknown item that
+  carries content; a file the user attached.
+
+Decisions where OpenAI's API leaves room:
+
+- nothing is stored: ``store: true`` is served as ``false`` (one DEBUG line)
+  and every Response says ``"store": false``;
+- ``tool_choice`` naming a tool picks it under its upstream name; a hosted
+  tool's choice is dropped (the upstream then chooses); ``allowed_tools``
+  sends only the allowed tools, with its ``mode``;
 - ``text.format`` ``json_schema``/``json_object`` becomes ``response_format``;
   ``reasoning.effort`` becomes ``reasoning_effort`` (the chat API's same
-  words); ``max_output_tokens`` ``max_tokens``. ``include``, ``metadata``,
-  ``truncation``, ``service_tier``, ``user``, ``prompt_cache_key``,
-  ``safety_identifier``, ``text.verbosity`` and ``reasoning.summary`` have no
-  chat meaning and are not sent.
+  words); ``max_output_tokens`` ``max_tokens``. ``reasoning.summary`` asks
+  for the reasoning as summary parts too, ``include:
+  ["reasoning.encrypted_content"]`` for it in ``encrypted_content``
+  (`responses_objects.reasoning_item`). ``metadata`` is echoed. The other
+  fields (``prompt_cache_key``, ``client_metadata``, ``text.verbosity``,
+  ``reasoning.context`` …) have no chat meaning and are dropped.
 """
 
 from __future__ import annotations
@@ -33,25 +46,39 @@ from typing import Any, Final
 from .. import wire_json
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..protocols.responses_objects import Echo
+from ..protocols.responses_shape import CALLS, CARRY, SUMMARY
 from .fields import integer, json_type, number, require_bool, require_mapping, require_str
-from .responses_input import Unsupported, input_messages
+from .responses_input import Unsupported, additional_tools, input_messages
+from .responses_tools import ToolSet, dropped, tool_set
 
 __all__ = ["Unsupported", "error_body", "responses_request"]
 
 _STATEFUL: Final = ("previous_response_id", "conversation", "prompt")
 _EFFORTS: Final = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
 _CHOICE_WORDS: Final = frozenset({"auto", "none", "required"})
+_READ: Final = frozenset(
+    {
+        "model", "input", "instructions", "stream", "max_output_tokens", "temperature",
+        "top_p", "parallel_tool_calls", "tools", "tool_choice", "text", "reasoning",
+        "metadata", "store", "background", "include", *_STATEFUL,
+    }
+)  # fmt: skip
 
 
 def responses_request(body: Mapping[str, Any]) -> tuple[dict[str, Any], Echo]:
     """`(chat request, echo)` for a decoded ``/v1/responses`` body.
 
-    Raises `Unsupported` for stateful or hosted-tool features and
+    Raises `Unsupported` for what a stateless proxy cannot serve and
     `InvalidArgumentError`/`InvalidTypeError` for malformed fields, each
-    message starting with the field's path.
+    message starting with the field's path. The echo's private keys
+    (`responses_shape.CALLS`, ``SUMMARY``, ``CARRY``) tell the answer how to
+    shape its output.
     """
     require_mapping(body, "body")
     _refuse_state(body)
+    for name in body:
+        if name not in _READ:
+            dropped(f"body.{name}", "no chat meaning")
     model = require_str(body.get("model"), "model")
     if not model:
         raise InvalidArgumentError("model: must not be empty")
@@ -62,9 +89,10 @@ def responses_request(body: Mapping[str, Any]) -> tuple[dict[str, Any], Echo]:
         require_str(instructions, "instructions")
     if "input" not in body or body["input"] is None:
         raise InvalidArgumentError("input: is required")
+    tools = tool_set(body.get("tools"), additional_tools(body["input"]))
     out: dict[str, Any] = {
         "model": model,
-        "messages": input_messages(body["input"], instructions),
+        "messages": input_messages(body["input"], instructions, tools),
         "stream": stream,
     }
     echo: dict[str, Any] = {"model": model, "instructions": instructions}
@@ -79,27 +107,34 @@ def responses_request(body: Mapping[str, Any]) -> tuple[dict[str, Any], Echo]:
     if body.get("parallel_tool_calls") is not None:
         parallel = require_bool(body["parallel_tool_calls"], "parallel_tool_calls")
         out["parallel_tool_calls"] = echo["parallel_tool_calls"] = parallel
-    tools = _tools(body.get("tools"))
-    echo["tools"] = [tool for _, tool in tools]
+    echo["tools"] = tools.echo
     _tool_choice(body.get("tool_choice"), tools, out, echo)
     _text(body.get("text"), out, echo)
     _reasoning(body.get("reasoning"), out, echo)
     metadata = body.get("metadata")
     if isinstance(metadata, Mapping):
         echo["metadata"] = dict(metadata)
-    for name, value in echo.items():
+    for name, value in list(echo.items()):
+        if name.startswith("_"):
+            continue
         try:
             wire_json.encode_data(value)  # every event repeats the echo: it must encode
         except ValueError as exc:
             text = str(exc).removeprefix("body: ")
             raise InvalidArgumentError(f"{name}: {text}") from None
+    include = body.get("include")
+    echo[CARRY] = isinstance(include, list) and "reasoning.encrypted_content" in include
+    echo[CALLS] = tools.calls
     return out, echo
 
 
-def error_body(message: str, *, code: str | None = None) -> dict[str, Any]:
-    """OpenAI's 400 body; ``param`` is the field path `message` starts with, if any."""
-    head, sep, _ = message.partition(": ")
-    param = head if sep and head and " " not in head else None
+def error_body(
+    message: str, *, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    """OpenAI's 400 body; ``param`` is `param`, else the field path `message` starts with."""
+    if param is None:
+        head, sep, _ = message.partition(": ")
+        param = head if sep and head and " " not in head else None
     return {
         "error": {
             "message": message,
@@ -114,67 +149,30 @@ def error_body(message: str, *, code: str | None = None) -> dict[str, Any]:
 
 
 def _refuse_state(body: Mapping[str, Any]) -> None:
-    for name in _STATEFUL:
+    previous = body.get("previous_response_id")
+    if previous is not None:
+        # OpenAI's own words for a response it does not hold.
+        raise Unsupported(
+            f"Previous response with id '{previous}' not found.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    for name in _STATEFUL[1:]:
         if body.get(name) is not None:
             raise Unsupported(
-                f"{name}: this proxy is stateless and keeps no responses; "
+                f"{name}: this proxy is stateless and keeps no {name}s; "
                 "send the whole conversation in input"
             )
     store = body.get("store")
     if store is not None and require_bool(store, "store"):
-        raise Unsupported("store: this proxy keeps no responses; send store: false")
+        dropped("body.store", "this proxy keeps no responses; served as store: false")
     background = body.get("background")
     if background is not None and require_bool(background, "background"):
         raise Unsupported("background: background responses need stored state")
 
 
-def _tools(value: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """`(chat tool, echoed Responses tool)` per function tool."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"tools: must be a list, not {json_type(value)}")
-    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    for index, given in enumerate(value):
-        where = f"tools[{index}]"
-        tool = require_mapping(given, where)
-        kind = tool.get("type")
-        if kind != "function":
-            raise Unsupported(
-                f"{where}.type: built-in tool {kind!r} is not supported; "
-                "this proxy serves function tools only"
-            )
-        name = require_str(tool.get("name"), f"{where}.name")
-        if not name:
-            raise InvalidArgumentError(f"{where}.name: must not be empty")
-        function: dict[str, Any] = {"name": name}
-        echoed: dict[str, Any] = {"type": "function", "name": name}
-        description = tool.get("description")
-        if description is not None:
-            function["description"] = echoed["description"] = require_str(
-                description, f"{where}.description"
-            )
-        parameters = tool.get("parameters")
-        if parameters is not None:
-            function["parameters"] = dict(require_mapping(parameters, f"{where}.parameters"))
-        else:
-            function["parameters"] = {"type": "object", "properties": {}}
-        echoed["parameters"] = function["parameters"]
-        strict = tool.get("strict")
-        if strict is not None:
-            function["strict"] = require_bool(strict, f"{where}.strict")
-        echoed["strict"] = bool(strict) if strict is not None else True
-        out.append(({"type": "function", "function": function}, echoed))
-    return out
-
-
-def _tool_choice(
-    value: Any,
-    tools: list[tuple[dict[str, Any], dict[str, Any]]],
-    out: dict[str, Any],
-    echo: dict[str, Any],
-) -> None:
-    chosen = tools
+def _tool_choice(value: Any, tools: ToolSet, out: dict[str, Any], echo: dict[str, Any]) -> None:
+    chosen = tools.chat
     if value is None:
         pass
     elif isinstance(value, str):
@@ -186,25 +184,28 @@ def _tool_choice(
     else:
         choice = require_mapping(value, "tool_choice")
         kind = choice.get("type")
-        if kind == "function":
+        if kind in ("function", "custom"):
             name = require_str(choice.get("name"), "tool_choice.name")
-            if name not in {tool["name"] for _, tool in tools}:
-                raise InvalidArgumentError(f"tool_choice.name: no function tool named {name!r}")
-            out["tool_choice"] = {"type": "function", "function": {"name": name}}
+            upstream = tools.upstream_name(name, _namespace(choice))
+            if upstream not in tools.calls:
+                raise InvalidArgumentError(f"tool_choice.name: no tool named {name!r}")
+            out["tool_choice"] = {"type": "function", "function": {"name": upstream}}
+            echo["tool_choice"] = dict(choice)
         elif kind == "allowed_tools":
             chosen = _allowed(choice, tools, out)
+            echo["tool_choice"] = dict(choice)
         else:
-            raise Unsupported(f"tool_choice.type: {kind!r} is not supported; use function tools")
-        echo["tool_choice"] = dict(choice)
+            dropped(f"tool_choice ({kind!r})", "a choice of a tool the upstream cannot run")
     if chosen:
-        out["tools"] = [tool for tool, _ in chosen]
+        out["tools"] = chosen
 
 
-def _allowed(
-    choice: Mapping[str, Any],
-    tools: list[tuple[dict[str, Any], dict[str, Any]]],
-    out: dict[str, Any],
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _namespace(entry: Mapping[str, Any]) -> str | None:
+    namespace = entry.get("namespace")
+    return namespace if isinstance(namespace, str) else None
+
+
+def _allowed(choice: Mapping[str, Any], tools: ToolSet, out: dict[str, Any]) -> list[Any]:
     mode = choice.get("mode", "auto")
     if mode not in ("auto", "required"):
         raise InvalidArgumentError(f"tool_choice.mode: must be 'auto' or 'required', not {mode!r}")
@@ -214,11 +215,13 @@ def _allowed(
     names: set[str] = set()
     for index, given in enumerate(allowed):
         entry = require_mapping(given, f"tool_choice.tools[{index}]")
-        if entry.get("type") != "function":
-            raise Unsupported(f"tool_choice.tools[{index}].type: only function tools are served")
-        names.add(require_str(entry.get("name"), f"tool_choice.tools[{index}].name"))
+        if entry.get("type") not in ("function", "custom"):
+            dropped(f"tool_choice.tools[{index}]", "a tool the upstream cannot run")
+            continue
+        name = require_str(entry.get("name"), f"tool_choice.tools[{index}].name")
+        names.add(tools.upstream_name(name, _namespace(entry)))
     out["tool_choice"] = mode
-    return [pair for pair in tools if pair[1]["name"] in names]
+    return [tool for tool in tools.chat if tool["function"]["name"] in names]
 
 
 # -- text and reasoning -------------------------------------------------------
@@ -228,6 +231,9 @@ def _text(value: Any, out: dict[str, Any], echo: dict[str, Any]) -> None:
     if value is None:
         return
     text = require_mapping(value, "text")
+    for name in text:
+        if name != "format":
+            dropped(f"text.{name}", "no chat meaning")
     given = text.get("format")
     if given is None:
         return
@@ -257,12 +263,16 @@ def _reasoning(value: Any, out: dict[str, Any], echo: dict[str, Any]) -> None:
     if value is None:
         return
     reasoning = require_mapping(value, "reasoning")
+    for name in reasoning:
+        if name not in ("effort", "summary", "generate_summary"):
+            dropped(f"reasoning.{name}", "no chat meaning")
     effort = reasoning.get("effort")
-    if effort is not None:
-        if effort not in _EFFORTS:
-            raise InvalidArgumentError(
-                f"reasoning.effort: must be one of {', '.join(sorted(_EFFORTS))}, not {effort!r}"
-            )
+    if effort in _EFFORTS:
         out["reasoning_effort"] = effort
-    summary = reasoning.get("summary")
-    echo["reasoning"] = {"effort": effort, "summary": summary if isinstance(summary, str) else None}
+    elif effort is not None:
+        dropped("reasoning.effort", f"{effort!r} is no chat reasoning_effort")
+        effort = None
+    summary = reasoning.get("summary") or reasoning.get("generate_summary")
+    summary = summary if isinstance(summary, str) else None
+    echo["reasoning"] = {"effort": effort, "summary": summary}
+    echo[SUMMARY] = summary is not None and summary != "none"

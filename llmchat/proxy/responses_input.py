@@ -1,8 +1,9 @@
 """The Responses face's ``input``: a string or a list of items, as OpenAI chat messages.
 
-Pure, no I/O. Errors name the field as the client wrote it
-(``input[2].content[0].type: …``); features that need server-side state
-(``item_reference``) or a hosted tool's items raise `Unsupported`.
+Pure but for `responses_memo` (the items this process sent). Errors name the
+field as the client wrote it (``input[2].content[0].type: …``). The face's
+liberal rule (`responses_face`) holds here too: an item or part type a chat
+upstream cannot take is dropped with one DEBUG line, never a 400.
 
 Decisions:
 
@@ -12,33 +13,66 @@ Decisions:
   messages that open the input are joined (``"\\n\\n"``) into one system
   message, first, since many chat templates accept a system message only there;
   a later one stays in its place;
-- ``function_call`` items join the assistant message before them (or start
-  one); each ``function_call_output`` is a ``tool`` message;
-- ``reasoning`` items in history are dropped: the upstream cannot take them
-  back (chat messages carry no reasoning), and models are not shown their old
-  reasoning. A turn left empty by that sends nothing.
+- ``function_call`` and ``custom_tool_call`` items join the assistant message
+  before them (or start one), under the upstream name the tool got
+  (`responses_tools`); a custom call's raw input is its one ``input``
+  argument. Each ``function_call_output``/``custom_tool_call_output`` is a
+  ``tool`` message (text parts joined; other parts dropped);
+- ``reasoning`` items become the ``reasoning_content`` of the assistant turn
+  that follows them (their content text, else their summary, else the text
+  the proxy itself carried in ``encrypted_content``): llama-server and models
+  that think between tool calls need it back. OpenAI's own encrypted content
+  means nothing to a chat upstream and is dropped;
+- ``additional_tools`` items are tools (`responses_tools`), not messages;
+- an ``item_reference`` to an item the request also holds in full is dropped;
+  one to an item this process sent is resolved (`responses_memo`); one to a
+  reasoning item otherwise unknown is dropped (reasoning is no content the
+  answer needs); any other unknown reference is a 400, OpenAI's "not found".
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..dialects.responses_items import function_call, message_texts
+from ..dialects.responses_items import message_texts
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ..protocols.responses_objects import uncarried_reasoning
+from . import responses_memo
 from .fields import json_type, require_mapping, require_str
+from .responses_tools import CUSTOM_ARGUMENT, ToolSet, dropped
 
-__all__ = ["Unsupported", "input_messages"]
+__all__ = ["Unsupported", "additional_tools", "input_messages"]
 
 _INPUT_ROLES: Final = {"user": "user", "system": "system", "developer": "system"}
-_STATEFUL_ITEMS: Final = frozenset({"item_reference"})
+_CALLS: Final = ("function_call", "custom_tool_call")
+_OUTPUTS: Final = ("function_call_output", "custom_tool_call_output")
 
 
 class Unsupported(InvalidArgumentError):
-    """A valid Responses feature this stateless, function-tools-only face does not serve."""
+    """A request this stateless face cannot serve; `param` and `code` as OpenAI names them."""
+
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str = "unsupported_parameter"
+    ) -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
 
 
-def input_messages(value: Any, instructions: str | None) -> list[dict[str, Any]]:
+def additional_tools(value: Any) -> list[tuple[str, Any]]:
+    """`(path of its tools, tools)` for each ``additional_tools`` item of ``input``."""
+    if not isinstance(value, list):
+        return []
+    return [
+        (f"input[{index}].tools", item.get("tools"))
+        for index, item in enumerate(value)
+        if isinstance(item, Mapping) and item.get("type") == "additional_tools"
+    ]
+
+
+def input_messages(value: Any, instructions: str | None, tools: ToolSet) -> list[dict[str, Any]]:
     """The OpenAI chat ``messages`` for a Responses ``input`` and ``instructions``."""
     if isinstance(value, str):
         items: list[Any] = [{"role": "user", "content": value}]
@@ -48,9 +82,15 @@ def input_messages(value: Any, instructions: str | None) -> list[dict[str, Any]]
         raise InvalidTypeError(f"input: must be a string or a list, not {json_type(value)}")
     if not items:
         raise InvalidArgumentError("input: must hold at least one item")
-    messages: list[dict[str, Any]] = []
+    given = {
+        item.get("id")
+        for item in items
+        if isinstance(item, Mapping) and item.get("type") != "item_reference"
+    }
+    history = _History(tools, given)
     for index, item in enumerate(items):
-        _add_item(messages, require_mapping(item, f"input[{index}]"), f"input[{index}]")
+        history.add(require_mapping(item, f"input[{index}]"), f"input[{index}]")
+    messages = history.messages
     system = [instructions] if instructions else []
     while messages and messages[0]["role"] == "system" and isinstance(messages[0]["content"], str):
         system.append(messages.pop(0)["content"])
@@ -61,24 +101,115 @@ def input_messages(value: Any, instructions: str | None) -> list[dict[str, Any]]
     return messages
 
 
-def _add_item(messages: list[dict[str, Any]], item: Mapping[str, Any], where: str) -> None:
-    kind = item.get("type")
-    if kind is None and "role" in item:
-        kind = "message"  # an EasyInputMessage: {"role", "content"}
-    if kind == "message":
-        messages.append(_message(item, where))
-    elif kind == "function_call":
-        _add_call(messages, item, where)
-    elif kind == "function_call_output":
-        messages.append(_call_output(item, where))
-    elif kind == "reasoning":
-        pass  # see the module's decisions
-    elif kind in _STATEFUL_ITEMS:
-        raise Unsupported(f"{where}.type: {kind!r} needs stored responses; this proxy keeps none")
-    elif isinstance(kind, str):
-        raise Unsupported(f"{where}.type: input items of type {kind!r} are not supported")
-    else:
-        raise InvalidArgumentError(f"{where}.type: is required")
+class _History:
+    """The chat messages of one ``input``, built item by item."""
+
+    def __init__(self, tools: ToolSet, given_ids: set[Any]) -> None:
+        self.tools = tools
+        self.given_ids = given_ids
+        self.messages: list[dict[str, Any]] = []
+        self.reasoning: list[str] = []  # read, waiting for the assistant turn that follows
+
+    def add(self, item: Mapping[str, Any], where: str) -> None:
+        kind = item.get("type")
+        if kind is None and "role" in item:
+            kind = "message"  # an EasyInputMessage: {"role", "content"}
+        if kind == "message":
+            message = _message(item, where)
+            if message["role"] == "assistant":
+                self._assistant(message)
+            else:
+                self.messages.append(message)
+        elif kind in _CALLS:
+            self._call(item, where, custom=kind == "custom_tool_call")
+        elif kind in _OUTPUTS:
+            self.messages.append(_call_output(item, where))
+        elif kind == "reasoning":
+            self._reasoning(item, where)
+        elif kind == "item_reference":
+            self._reference(item, where)
+        elif kind == "additional_tools":
+            pass  # tools, read by `additional_tools`
+        elif isinstance(kind, str):
+            dropped(f"{where} ({kind!r})", "an item type a chat upstream cannot take")
+        else:
+            raise InvalidArgumentError(f"{where}.type: is required")
+
+    def _assistant(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self._think(message)
+
+    def _think(self, message: dict[str, Any]) -> None:
+        """Give `message` the reasoning read since the last assistant turn."""
+        if not self.reasoning:
+            return
+        joined = "\n\n".join(self.reasoning)
+        previous = message.get("reasoning_content")
+        message["reasoning_content"] = f"{previous}\n\n{joined}" if previous else joined
+        self.reasoning = []
+
+    def _call(self, item: Mapping[str, Any], where: str, *, custom: bool) -> None:
+        call_id = require_str(item.get("call_id"), f"{where}.call_id")
+        name = require_str(item.get("name"), f"{where}.name")
+        if not call_id or not name:
+            field = "name" if call_id else "call_id"
+            raise InvalidArgumentError(f"{where}.{field}: must not be empty")
+        namespace = item.get("namespace")
+        upstream = self.tools.upstream_name(name, namespace if isinstance(namespace, str) else None)
+        if custom:
+            raw = require_str(item.get("input"), f"{where}.input")
+            arguments = json.dumps({CUSTOM_ARGUMENT: raw}, ensure_ascii=False)
+        else:
+            given = item.get("arguments")
+            arguments = require_str(given, f"{where}.arguments") if given is not None else ""
+        entry = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": upstream, "arguments": arguments or "{}"},
+        }
+        last = self.messages[-1] if self.messages else None
+        if last is None or last["role"] != "assistant":
+            self._assistant({"role": "assistant", "content": None, "tool_calls": [entry]})
+        else:  # one turn: its text, its calls (and reasoning between them) together
+            last.setdefault("tool_calls", []).append(entry)
+            self._think(last)
+
+    def _reasoning(self, item: Mapping[str, Any], where: str) -> None:
+        texts = _texts(item.get("content")) or _texts(item.get("summary"))
+        if not texts:
+            carried = uncarried_reasoning(item.get("encrypted_content"))
+            if carried:
+                texts = [carried]
+            elif item.get("encrypted_content"):
+                dropped(f"{where}.encrypted_content", "another server's encrypted reasoning")
+        self.reasoning.extend(texts)
+
+    def _reference(self, item: Mapping[str, Any], where: str) -> None:
+        item_id = require_str(item.get("id"), f"{where}.id")
+        if item_id in self.given_ids:
+            dropped(where, "a reference to an item the input repeats in full")
+            return
+        found = responses_memo.recall(item_id)
+        if found is not None:
+            self.add(found, f"{where} ({item_id})")
+        elif item_id.startswith("rs_"):
+            dropped(where, "a reference to reasoning this process does not hold")
+        else:
+            raise Unsupported(
+                f"Item with id '{item_id}' not found.",
+                param=f"{where}.id",
+                code="invalid_value",
+            )
+
+
+def _texts(parts: Any) -> list[str]:
+    if not isinstance(parts, list):
+        return []
+    out = []
+    for part in parts:
+        if isinstance(part, Mapping) and isinstance(part.get("text"), str) and part["text"]:
+            out.append(part["text"])
+    return out
 
 
 def _message(item: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -110,12 +241,11 @@ def _input_parts(content: Any, where: str, *, images: bool) -> str | list[dict[s
             parts.append({"type": "text", "text": require_str(part.get("text"), f"{at}.text")})
         elif kind == "input_image" and images:
             parts.append(_image(part, at))
-        elif kind == "input_image":
-            raise InvalidArgumentError(f"{at}.type: only a user message can carry images")
-        elif kind in ("input_file", "input_audio"):
+        elif kind in ("input_file", "input_audio") and images:
+            # What the user attached and asked about: it cannot be served without it.
             raise Unsupported(f"{at}.type: {kind!r} parts are not supported")
         else:
-            raise InvalidArgumentError(f"{at}.type: unsupported content part type {kind!r}")
+            dropped(f"{at} ({kind!r})", "a part this message cannot carry upstream")
     if all(p["type"] == "text" for p in parts):
         return "".join(p["text"] for p in parts)
     return parts
@@ -146,30 +276,13 @@ def _assistant_text(content: Any, where: str) -> str:
         at = f"{where}[{index}]"
         part = require_mapping(given, at)
         kind = part.get("type")
-        if kind not in ("output_text", "text", "input_text", "refusal"):
-            raise InvalidArgumentError(f"{at}.type: {kind!r} cannot be in an assistant message")
-        key = "refusal" if kind == "refusal" else "text"
-        require_str(part.get(key), f"{at}.{key}")
+        if kind in ("output_text", "text", "input_text", "refusal"):
+            key = "refusal" if kind == "refusal" else "text"
+            require_str(part.get(key), f"{at}.{key}")
+        else:
+            dropped(f"{at} ({kind!r})", "a part an assistant message cannot carry upstream")
     text, refusal = message_texts({"content": content})
     return text + refusal
-
-
-def _add_call(messages: list[dict[str, Any]], item: Mapping[str, Any], where: str) -> None:
-    call_id = require_str(item.get("call_id"), f"{where}.call_id")
-    name = require_str(item.get("name"), f"{where}.name")
-    if not call_id or not name:
-        raise InvalidArgumentError(f"{where}.{'name' if call_id else 'call_id'}: must not be empty")
-    arguments = item.get("arguments")
-    if arguments is not None:
-        require_str(arguments, f"{where}.arguments")
-    entry = function_call(item).to_openai()
-    if not entry["function"]["arguments"]:
-        entry["function"]["arguments"] = "{}"
-    last = messages[-1] if messages else None
-    if last is None or last["role"] != "assistant":
-        last = {"role": "assistant", "content": None}
-        messages.append(last)
-    last.setdefault("tool_calls", []).append(entry)
 
 
 def _call_output(item: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -179,7 +292,7 @@ def _call_output(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     output = item.get("output")
     if isinstance(output, list):
         text = _input_parts(output, f"{where}.output", images=False)
-        assert isinstance(text, str)  # images=False refuses every part but text
+        assert isinstance(text, str)  # images=False keeps text parts alone
         output = text
     output = require_str(output, f"{where}.output")
     return {"role": "tool", "tool_call_id": call_id, "content": output}

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 from ..protocols.responses import BAD_TOOL_CALL, ResponsesStream
 from ..protocols.responses_objects import (
     Echo,
-    function_call_item,
     message_item,
     new_id,
-    reasoning_item,
     response_object,
     status_for,
     usage_object,
 )
+from ..protocols.responses_shape import OutputShape
 from ..response import Response
+from . import responses_memo
 from .answers import Answer
 from .responses_face import Unsupported, error_body, responses_request
 from .upstream import Failure
@@ -41,9 +41,14 @@ def create(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
     try:
         request, echo = responses_request(body)
     except (ValueError, TypeError) as exc:
-        code = "unsupported_parameter" if isinstance(exc, Unsupported) else "invalid_value"
-        body = error_body(str(exc), code=code)
-        return app._error(exchange, 400, str(exc), "invalid_request", body=body)
+        code, param = "invalid_value", None
+        if isinstance(exc, Unsupported):
+            code, param = exc.code, exc.param
+        body = error_body(str(exc), code=code, param=param)
+        # The log line names the field first, as every face's does; OpenAI's own
+        # wording ("Previous response with id … not found.") names it nowhere.
+        said = f"{param}: {exc}" if param and not str(exc).startswith(param) else str(exc)
+        return app._error(exchange, 400, said, "invalid_request", body=body)
     return app._complete(exchange, request, ResponsesAnswer(echo))
 
 
@@ -54,42 +59,45 @@ class ResponsesAnswer(Answer):
         self.echo = echo
 
     def stream(self) -> ResponsesStream:
-        return ResponsesStream(self.echo)
+        return ResponsesStream(self.echo, keep=responses_memo.remember)
 
     def refused(self, response: Response) -> Failure | None:
-        """A tool call without a name or with undecodable arguments: a 502, no call to run
-        (a stream fails in band instead, with `response.failed`)."""
+        """A tool call without a name or with undecodable arguments (or a custom tool's
+        call without its raw input): a 502, no call to run (a stream fails in band
+        instead, with `response.failed`)."""
         failure = super().refused(response)
-        return failure if failure is None else Failure(502, BAD_TOOL_CALL, "response")
+        shape = OutputShape.of(self.echo)
+        unreadable = any(
+            not shape.readable(call.name, call.to_openai()["function"]["arguments"])
+            for call in response.tool_calls
+        )
+        if failure is None and not unreadable:
+            return None
+        return Failure(502, BAD_TOOL_CALL, "response")
 
     def body(self, response: Response) -> dict[str, Any]:
         """The whole Response object for a settled upstream `response` (`refused` first)."""
+        shape = OutputShape.of(self.echo)
         output: list[dict[str, Any]] = []
         status, details = status_for(response.finish_reason)
         text, reasoning = response.msg, response.reasoning_text
         if reasoning:
             # The last item is the one a token limit cut short, as in the stream.
             last = not (text or response.tool_calls)
-            output.append(reasoning_item(new_id("rs"), reasoning, status if last else "completed"))
+            output.append(shape.reasoning(new_id("rs"), reasoning, status if last else "completed"))
         if text or not (reasoning or response.tool_calls):
             output.append(message_item(new_id("msg"), text, status))
         for call in response.tool_calls:
-            entry = call.to_openai()
-            output.append(
-                function_call_item(
-                    new_id("fc"),
-                    call.id or new_id("call"),
-                    call.name,
-                    entry["function"]["arguments"],
-                    "completed",
-                )
-            )
+            arguments = call.to_openai()["function"]["arguments"]
+            call_id = call.id or new_id("call")
+            output.append(shape.call(new_id("fc"), call_id, call.name, arguments, "completed"))
         usage = usage_object(
             response.prompt_tokens,
             response.completion_tokens,
             response.cached_tokens,
             response.reasoning_tokens,
         )
+        responses_memo.remember(output)
         return response_object(
             self.echo,
             response_id=new_id("resp"),
