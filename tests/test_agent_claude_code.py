@@ -202,6 +202,24 @@ def test_a_budget_over_the_context_is_lowered_and_retried(claude: str, tmp_path:
     assert budgets[:2] == [128000, 32768 - 4000 - 1000], budgets
 
 
+def test_a_prompt_over_the_context_is_told_in_claude_codes_words(
+    claude: str, agent: tuple[AgentUpstream, ScriptedServer], tmp_path: Path
+) -> None:
+    """llama-server's refusal of a prompt over its context reaches Claude Code as
+    Anthropic's ``prompt is too long: N tokens > M maximum``: it reads both counts and,
+    with nothing to compact in a first turn, says why at once instead of retrying."""
+    script, server = agent
+    overflow = "request (40000 tokens) exceeds the available context size (32768 tokens)"
+    server.push(Reply.error(400, overflow, "exceed_context_size_error"))
+    with OpenAICommon(server.url) as backend, running_proxy(backend) as url:
+        run = run_claude(claude, url, tmp_path)
+    assert run.done.returncode != 0 and run.seconds < 20, run
+    assert "Prompt is too long" in run.done.stdout, run
+    assert "~40000 tokens (limit 32768)" in run.done.stdout, run
+    chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert len(chats) == 1 and not script.chat_requests  # refused once, not sent again
+
+
 @pytest.fixture
 def gunicorn_proxy(agent: tuple[AgentUpstream, ScriptedServer]) -> Iterator[str]:
     """``llmchat proxy --workers 1 --threads 4`` as its own process, with a proxy key."""
