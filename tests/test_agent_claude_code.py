@@ -78,9 +78,18 @@ class Run:
 
 
 def run_claude(
-    claude: str, url: str, tmp_path: Path, *args: str, key: str = "sk-proxy-test"
+    claude: str,
+    url: str,
+    tmp_path: Path,
+    *args: str,
+    key: str = "sk-proxy-test",
+    key_variable: str = "ANTHROPIC_API_KEY",
 ) -> Run:
-    """``claude -p <task> --dangerously-skip-permissions [args]`` against `url`."""
+    """``claude -p <task> --dangerously-skip-permissions [args]`` against `url`.
+
+    The key goes in `key_variable`: ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``)
+    or ``ANTHROPIC_AUTH_TOKEN`` (sent as ``Authorization: Bearer``).
+    """
     home, cwd = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     cwd.mkdir()
@@ -89,7 +98,7 @@ def run_claude(
         "HOME": str(home),
         "IS_SANDBOX": "1",
         "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": key,
+        key_variable: key,
     }
     task = f"Write the words 'hello from the tool' to {WRITTEN} in this directory."
     started = time.monotonic()
@@ -292,7 +301,7 @@ def test_claude_code_under_gunicorn(
     tmp_path: Path,
 ) -> None:
     script, _ = agent
-    run = run_claude(claude, gunicorn_proxy, tmp_path)
+    run = run_claude(claude, gunicorn_proxy, tmp_path, key_variable="ANTHROPIC_AUTH_TOKEN")
     assert_task_done(run, script)
 
 
