@@ -231,7 +231,7 @@ def test_a_prompt_over_the_context_is_told_in_claude_codes_words(
 
 @pytest.fixture
 def gunicorn_proxy(agent: tuple[AgentUpstream, ScriptedServer]) -> Iterator[str]:
-    """``llmchat proxy --workers 1 --threads 4`` as its own process, with a proxy key."""
+    """``llmchat proxy --model served-model --workers 1 --threads 4``, with a proxy key."""
     pytest.importorskip("gunicorn")
     _, server = agent
     root = Path(__file__).resolve().parent.parent
@@ -243,6 +243,7 @@ def gunicorn_proxy(agent: tuple[AgentUpstream, ScriptedServer]) -> Iterator[str]
     }
     command = [sys.executable, "-m", "llmchat", "proxy", "--upstream", server.url]
     command += ["--host", "127.0.0.1", "--port", "0", "--workers", "1", "--threads", "4"]
+    command += ["--model", "served-model"]
     process = subprocess.Popen(
         command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
     )
@@ -303,6 +304,8 @@ def test_claude_code_under_gunicorn(
     script, _ = agent
     run = run_claude(claude, gunicorn_proxy, tmp_path, key_variable="ANTHROPIC_AUTH_TOKEN")
     assert_task_done(run, script)
+    # The proxy's --model wins over whatever Claude Code names (its default here).
+    assert {body["model"] for body in script.chat_requests} == {"served-model"}
 
 
 def test_a_wrong_proxy_key_fails_fast(
