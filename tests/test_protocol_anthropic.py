@@ -113,7 +113,12 @@ def test_text_only_stream() -> None:
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "usage": {
+            "input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 0,
+        },
     }
     assert first[1] == {
         "type": "content_block_start",
@@ -131,7 +136,11 @@ def test_text_only_stream() -> None:
     assert final[1] == {
         "type": "message_delta",
         "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-        "usage": {"output_tokens": 0},
+        "usage": {
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 0,
+        },
     }
     assert final[2] == {"type": "message_stop"}
     assert stream.usage() == (None, None, 5)
@@ -160,9 +169,19 @@ def test_role_only_usage_only_and_empty_chunks_emit_nothing() -> None:
     # message_start still goes out at finish, with the usage known by then.
     final = events(stream.finish())
     assert types_of(final) == ["message_start", "message_delta", "message_stop"]
-    assert final[0]["message"]["usage"] == {"input_tokens": 7, "output_tokens": 0}
+    assert final[0]["message"]["usage"] == {
+        "input_tokens": 7,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 0,
+    }
     assert final[0]["message"]["id"] == "msg_x"
-    assert final[1]["usage"] == {"input_tokens": 7, "output_tokens": 3}
+    assert final[1]["usage"] == {
+        "input_tokens": 7,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 3,
+    }
 
 
 def test_model_override_from_upstream_chunk() -> None:
@@ -296,7 +315,12 @@ def test_two_tool_calls_streamed_in_fragments() -> None:
     assert order.index(("content_block_stop", 0)) < order.index(("content_block_start", 1))
     assert order.index(("content_block_stop", 1)) < order.index(("message_delta", None))
     assert parsed[-2]["delta"]["stop_reason"] == "tool_use"
-    assert parsed[-2]["usage"] == {"input_tokens": 20, "output_tokens": 9}
+    assert parsed[-2]["usage"] == {
+        "input_tokens": 20,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 9,
+    }
     assert not stream.errored
 
 
@@ -436,7 +460,12 @@ def test_usage_recorded_then_overridden() -> None:
     stream.delta(usage_chunk(12, 5))
     assert stream.usage() == (12, 5, 1)
     parsed = events(stream.finish(input_tokens=40, output_tokens=9))
-    assert parsed[-2]["usage"] == {"input_tokens": 40, "output_tokens": 9}
+    assert parsed[-2]["usage"] == {
+        "input_tokens": 40,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 9,
+    }
     assert stream.usage() == (40, 9, 1)
 
 
@@ -446,7 +475,12 @@ def test_usage_recorded_from_usage_only_chunk() -> None:
     stream.delta(finish_chunk("stop"))
     stream.delta({"choices": [], "usage": {"prompt_tokens": 3.0, "completion_tokens": 2}})
     usage = events(stream.finish())[-2]["usage"]
-    assert usage == {"input_tokens": 3, "output_tokens": 2}
+    assert usage == {
+        "input_tokens": 3,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 2,
+    }
     assert type(usage["input_tokens"]) is int
 
 
@@ -454,7 +488,12 @@ def test_input_tokens_known_before_output_go_into_message_start() -> None:
     stream = AnthropicStream("m")
     stream.delta({"choices": [], "usage": {"prompt_tokens": 15}})
     start = events(stream.delta(text_chunk("x")))[0]
-    assert start["message"]["usage"] == {"input_tokens": 15, "output_tokens": 0}
+    assert start["message"]["usage"] == {
+        "input_tokens": 15,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 0,
+    }
 
 
 def test_finish_is_idempotent_and_ends_the_stream() -> None:

@@ -418,7 +418,7 @@ def test_anthropic_bad_request_is_invalid_request_error(backend):
                 messages=[{"role": "user", "content": [{"type": "document", "source": {}}]}],
             )
     assert info.value.body["error"]["type"] == "invalid_request_error"
-    assert "messages[0].content[0]" in info.value.body["error"]["message"]
+    assert "messages.0.content.0.document" in info.value.body["error"]["message"]
 
 
 # -- keys, limits, ids ------------------------------------------------------------

@@ -116,7 +116,9 @@ def test_sdk_accepts_the_signature_and_thinking_goes_back_in_history(upstream):
     assert again.content[0].model_dump() == block.model_dump()
     sent = _chat_bodies(upstream)[-1]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
-    assert "weather." not in json.dumps(sent[1])  # the thinking was dropped on the way in
+    # The thinking goes back as the turn's reasoning, not as text; the signature stays out.
+    assert sent[1]["reasoning_content"] == "The user wants the weather."
+    assert sent[1]["content"] == "Checking." and "llmchat-sha256" not in json.dumps(sent)
     assert sent[1]["tool_calls"][0]["function"]["name"] == "get_weather"
     assert sent[2] == {"role": "tool", "tool_call_id": message.content[2].id, "content": "sunny"}
 
@@ -188,7 +190,20 @@ def test_context_overflow_is_prompt_is_too_long(upstream, stream):
         (
             "This model's maximum context length is 4096 tokens. However, you requested 5000 "
             "tokens (4000 in the messages, 1000 in the completion).",
-            "prompt is too long for the model's context window",  # only with the budget
+            # The prompt fits, the budget with it not: Claude Code lowers max_tokens.
+            "input length and `max_tokens` exceed context limit: 4000 + 8 > 4096, "
+            "decrease input length or `max_tokens` and try again",
+        ),
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 8. This model's maximum "
+            "context length is 4096 tokens and your request has 4095 input tokens "
+            "(8 > 4096 - 4095).",
+            "input length and `max_tokens` exceed context limit: 4095 + 8 > 4096, "
+            "decrease input length or `max_tokens` and try again",
+        ),
+        (
+            "This model's maximum context length is 4096 tokens. Please reduce the length.",
+            "prompt is too long for the model's context window",  # no prompt count given
         ),
         # Any other 400, even one that mentions a context, is the fixed words.
         ("context window exceeded on shard gpu-node-7", None),
@@ -307,7 +322,9 @@ def test_claude_code_request_is_accepted(upstream, drop, caplog):
         assert system["content"].startswith("x-anthropic-billing-header: cc_version=")
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool"]
     assert sent["messages"][2]["tool_calls"][0]["function"]["name"] == "Bash"
-    assert "I will run ls" not in json.dumps(sent)  # signed thinking in history is dropped
+    # Signed thinking in history goes back as the turn's reasoning; the signature does not.
+    assert sent["messages"][2]["reasoning_content"].endswith("I will run ls.")
+    assert "EqQBCkYIBRgC" not in json.dumps(sent)
     assert sent["messages"][3]["content"] == "app.py\nutil.py"
     assert [t["function"]["name"] for t in sent["tools"]] == ["Bash", "Read"]
     assert "cache_control" not in json.dumps(sent)

@@ -173,6 +173,7 @@ def test_tool_round_trip() -> None:
         {
             "role": "assistant",
             "content": "Let me check. One moment.",
+            "reasoning_content": "hmm",
             "tool_calls": [
                 {
                     "id": "tu1",
@@ -313,7 +314,8 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
         (req(messages=["hi"]), InvalidTypeError, "messages[0]"),
         (req(messages=[{"content": "x"}]), InvalidArgumentError, "messages[0].role"),
         (
-            req(messages=[{"role": "system", "content": "x"}]),
+            # Anthropic's own words, which Claude Code matches to retry without the turn.
+            req(messages=[{"role": "tool", "content": "x"}]),
             InvalidArgumentError,
             "messages[0].role",
         ),
@@ -328,14 +330,10 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
         (block_msg({}), InvalidArgumentError, "messages[0].content[0].type"),
         (block_msg({"type": 1}), InvalidTypeError, "messages[0].content[0].type"),
         (
+            # Claude Code's own path spelling: it drops the document and retries.
             block_msg(text("a"), {"type": "document"}),
             InvalidArgumentError,
-            "messages[0].content[1].type",
-        ),
-        (
-            block_msg({"type": "search_result"}, role="assistant"),
-            InvalidArgumentError,
-            "messages[0].content[0].type",
+            "messages.0.content.1.document.source",
         ),
         (
             block_msg({"type": "tool_use", "id": "i", "name": "n"}),
@@ -344,11 +342,6 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
         ),
         (
             block_msg({"type": "tool_result", "tool_use_id": "t"}, role="assistant"),
-            InvalidArgumentError,
-            "messages[0].content[0].type",
-        ),
-        (
-            block_msg({"type": "image", "source": {"type": "url", "url": "u"}}, role="assistant"),
             InvalidArgumentError,
             "messages[0].content[0].type",
         ),
@@ -363,7 +356,7 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
         (
             block_msg({"type": "image", "source": {"type": "file", "file_id": "f"}}),
             InvalidArgumentError,
-            "messages[0].content[0].source.type",
+            "messages.0.content.0.image.source.type",
         ),
         (
             block_msg({"type": "image", "source": {"type": "base64", "data": PNG_B64}}),
@@ -426,26 +419,11 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
             "messages[0].content[0].content",
         ),
         (
-            block_msg(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": "t",
-                    "content": [
-                        text("a"),
-                        {"type": "image", "source": {"type": "url", "url": "u"}},
-                    ],
-                }
-            ),
-            InvalidArgumentError,
-            "messages[0].content[0].content[1].type",
-        ),
-        (
             block_msg({"type": "tool_result", "tool_use_id": "t", "is_error": "yes"}),
             InvalidTypeError,
             "messages[0].content[0].is_error",
         ),
         (req(system=5), InvalidTypeError, "system"),
-        (req(system=[{"type": "image"}]), InvalidArgumentError, "system[0].type"),
         (req(system=[text("a"), "b"]), InvalidTypeError, "system[1]"),
         (req(temperature="hot"), InvalidTypeError, "temperature"),
         (req(top_p=float("nan")), InvalidArgumentError, "top_p"),
@@ -454,11 +432,6 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
         (req(stop_sequences=["a", None]), InvalidTypeError, "stop_sequences[1]"),
         (req(tools={}), InvalidTypeError, "tools"),
         (req(tools=[1]), InvalidTypeError, "tools[0]"),
-        (
-            req(tools=[{"type": "web_search_20250305", "name": "web_search"}]),
-            InvalidArgumentError,
-            "tools[0].type",
-        ),
         (req(tools=[{"input_schema": {}}]), InvalidArgumentError, "tools[0].name"),
         (req(tools=[{"name": "", "input_schema": {}}]), InvalidArgumentError, "tools[0].name"),
         (req(tools=[{"name": "f"}]), InvalidArgumentError, "tools[0].input_schema"),
@@ -474,7 +447,6 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
         ),
         (req(tool_choice="auto"), InvalidTypeError, "tool_choice"),
         (req(tool_choice={}), InvalidArgumentError, "tool_choice.type"),
-        (req(tool_choice={"type": "some"}), InvalidArgumentError, "tool_choice.type"),
         (req(tool_choice={"type": "tool"}), InvalidArgumentError, "tool_choice.name"),
         (req(tool_choice={"type": "tool", "name": ""}), InvalidArgumentError, "tool_choice.name"),
         (
@@ -483,7 +455,6 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
             "tool_choice.disable_parallel_tool_use",
         ),
         (req(thinking=True), InvalidTypeError, "thinking"),
-        (req(thinking={"type": "on"}), InvalidArgumentError, "thinking.type"),
         (req(thinking={"type": "enabled"}), InvalidArgumentError, "thinking.budget_tokens"),
         (
             req(thinking={"type": "enabled", "budget_tokens": 0}),
@@ -496,13 +467,7 @@ def block_msg(*blocks: Any, role: str = "user") -> dict[str, Any]:
             "thinking.budget_tokens",
         ),
         (req(output_config=1), InvalidTypeError, "output_config"),
-        (req(output_config={"effort": "huge"}), InvalidArgumentError, "output_config.effort"),
         (req(output_config={"format": "json"}), InvalidTypeError, "output_config.format"),
-        (
-            req(output_config={"format": {"type": "text"}}),
-            InvalidArgumentError,
-            "output_config.format.type",
-        ),
         (
             req(output_config={"format": {"type": "json_schema"}}),
             InvalidArgumentError,
@@ -587,6 +552,7 @@ def test_message_body_validates(thinking: str | None, words: str, calls: list[To
         stop_reason="tool_use" if calls else "end_turn",
         input_tokens=None,
         output_tokens=7,
+        cached_tokens=None,
     )
     expected: list[dict[str, Any]] = []
     if thinking:
@@ -596,7 +562,12 @@ def test_message_body_validates(thinking: str | None, words: str, calls: list[To
         expected.append({"type": "text", "text": words})
     expected.extend(call.to_anthropic_block() for call in calls)
     assert out["content"] == expected
-    assert out["usage"] == {"input_tokens": 0, "output_tokens": 7}
+    assert out["usage"] == {
+        "input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 7,
+    }
     assert (out["id"], out["type"], out["role"], out["stop_sequence"]) == (
         "msg_1",
         "message",

@@ -177,7 +177,12 @@ def test_openai_chunks_through_anthropic_stream_give_each_call_once() -> None:
     assert events[0]["message"]["id"] == "msg_chatcmpl-9"
     (message_delta,) = [e for e in events if e["type"] == "message_delta"]
     assert message_delta["delta"]["stop_reason"] == "tool_use"
-    assert message_delta["usage"] == {"input_tokens": 11, "output_tokens": 6}
+    assert message_delta["usage"] == {
+        "input_tokens": 11,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 6,
+    }
     assert events[-1] == {"type": "message_stop"}
     assert not stream.errored
 

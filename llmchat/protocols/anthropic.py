@@ -20,71 +20,20 @@ from typing import Any, Final
 
 from .. import wire_json
 from ..tools import ToolCallAssembler, decode_arguments, slot_for_fragment
+from .anthropic_terms import anthropic_usage, error_type_for_status, stop_reason_for
 from .chunk_fields import reasoning_text
 from .translator import StreamTranslator
+from .usage_counts import usage_counts
 
 __all__ = [
     "AnthropicStream",
+    "anthropic_usage",
     "error_type_for_status",
     "stop_reason_for",
     "thinking_signature",
 ]
 
 _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
-
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-
-
-def error_type_for_status(status: int) -> str:
-    """The Anthropic ``error.type`` a client expects for HTTP `status`."""
-    if isinstance(status, bool) or not isinstance(status, int):
-        return "api_error"
-    known = _ERROR_TYPES.get(status)
-    if known is not None:
-        return known
-    if 400 <= status < 500:
-        return "invalid_request_error"
-    return "api_error"
-
-
-def stop_reason_for(
-    finish_reason: str | None,
-    used_tools: bool,
-    *,
-    output_tokens: int | None = None,
-    max_tokens: int | None = None,
-) -> str:
-    """Map an OpenAI ``finish_reason`` to an Anthropic ``stop_reason``.
-
-    `used_tools` matters because several OpenAI-compatible servers end a
-    tool-calling turn with ``stop`` (or nothing), while an Anthropic client
-    only runs its tools when it sees ``tool_use``. ``content_filter`` is a
-    ``refusal``. A ``length`` ending before the client's `max_tokens` (the
-    `output_tokens` counted say so) stopped at the context window, not at the
-    budget: ``model_context_window_exceeded``, as llama-server ends a
-    generation that fills its slot's context.
-    """
-    if finish_reason in ("tool_calls", "function_call"):
-        return "tool_use"
-    if finish_reason == "length":
-        if output_tokens is not None and max_tokens is not None and output_tokens < max_tokens:
-            return "model_context_window_exceeded"
-        return "max_tokens"
-    if finish_reason == "content_filter":
-        return "refusal"
-    if used_tools and finish_reason in (None, "", "stop"):
-        return "tool_use"
-    return "end_turn"
-
 
 _SIGNATURE_PREFIX: Final = "llmchat-sha256:"
 
@@ -95,8 +44,8 @@ def thinking_signature(thinking: str) -> str:
     The proxy cannot sign as Anthropic does; this names the block's origin and
     hashes its text, so the same thinking always carries the same signature and
     a client that checks for a non-empty one (the SDK keeps it, Claude Code
-    sends it back) is satisfied. Thinking sent back in history is dropped on
-    the way in, signature and all.
+    sends it back) is satisfied. Thinking sent back in history goes upstream as
+    that turn's ``reasoning_content``; the signature is not read.
     """
     return _SIGNATURE_PREFIX + hashlib.sha256(thinking.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -142,6 +91,7 @@ class AnthropicStream(StreamTranslator):
         self._tool_blocks: list[_ToolBlock] = []
         self._tool_by_key: dict[Any, _ToolBlock] = {}
         self._used_tools = False
+        self._cached_tokens: int | None = None
 
     # -- public API -------------------------------------------------------
 
@@ -190,9 +140,8 @@ class AnthropicStream(StreamTranslator):
             )
             self._ensure_started()
             self._close_block()
-            usage: dict[str, Any] = {"output_tokens": self._output_tokens or 0}
-            if self._input_tokens is not None:
-                usage["input_tokens"] = self._input_tokens
+            # The real input count travels here: it is known only once the upstream is done.
+            usage = anthropic_usage(self._input_tokens, self._cached_tokens, self._output_tokens)
             self._emit(
                 "message_delta",
                 {"delta": {"stop_reason": str(reason), "stop_sequence": None}, "usage": usage},
@@ -219,6 +168,9 @@ class AnthropicStream(StreamTranslator):
 
     def _note(self, chunk: Mapping[str, Any]) -> None:
         super()._note(chunk)
+        cached = usage_counts(chunk.get("usage")).cached
+        if cached is not None:
+            self._cached_tokens = cached
         chunk_id = chunk.get("id")
         if self._message_id is None and isinstance(chunk_id, str) and chunk_id:
             self._message_id = "msg_" + chunk_id
@@ -349,7 +301,9 @@ class AnthropicStream(StreamTranslator):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self._input_tokens or 0, "output_tokens": 0},
+            # Known here only when the upstream counted before its first output
+            # (rare); otherwise 0, and the final message_delta carries the count.
+            "usage": anthropic_usage(self._input_tokens or 0, self._cached_tokens, 0),
         }
         self._emit("message_start", {"message": message})
         self._started = True

@@ -157,19 +157,27 @@ class AnthropicAnswer(Answer):
     def failure(self, response: Response) -> Failure:
         """`failure_of`, but a prompt over the context is Anthropic's ``prompt is too long``.
 
-        Claude Code compacts its conversation on those words; only the
-        upstream's token counts travel, never its text.
+        Claude Code compacts its conversation on those words; a prompt that
+        fits with a budget that does not is Anthropic's ``input length and
+        `max_tokens` exceed context limit``, on which it lowers ``max_tokens``.
+        Only the upstream's token counts travel, never its text.
         """
         failure = failure_of(response)
         overflow = context_overflow(response)
         if overflow is None:
             return failure
         message = "prompt is too long for the model's context window"
-        if overflow.prompt_tokens is not None and overflow.context_tokens is not None:
+        prompt, context = overflow.prompt_tokens, overflow.context_tokens
+        if overflow.budget_only and self.max_tokens is not None:
+            # Anthropic's words for it: Claude Code then retries with a max_tokens
+            # that fits (context - prompt - 1000) instead of compacting a prompt that fits.
             message = (
-                f"prompt is too long: {overflow.prompt_tokens} tokens > "
-                f"{overflow.context_tokens} maximum"
+                f"input length and `max_tokens` exceed context limit: {prompt} + "
+                f"{self.max_tokens} > {context}, decrease input length or `max_tokens` "
+                "and try again"
             )
+        elif prompt is not None and context is not None and not overflow.budget_only:
+            message = f"prompt is too long: {prompt} tokens > {context} maximum"
         return Failure(400, message, failure.error_class)
 
     def body(self, response: Response) -> dict[str, Any]:
@@ -187,6 +195,7 @@ class AnthropicAnswer(Answer):
             ),
             input_tokens=response.prompt_tokens,
             output_tokens=response.completion_tokens,
+            cached_tokens=response.cached_tokens,
         )
 
 

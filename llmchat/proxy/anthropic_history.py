@@ -1,8 +1,11 @@
 """Anthropic conversation history as OpenAI chat messages: the request's ``messages``.
 
-Pure, like `anthropic_face` (which documents the decisions): user turns with
-text, images and ``tool_result`` blocks, assistant turns with text and
-``tool_use`` blocks; thinking blocks in history are dropped.
+Pure but for DEBUG lines, like `anthropic_face` (which states the liberal
+rule and the decisions): user turns with text, images and ``tool_result``
+blocks; assistant turns with text, ``tool_use`` and ``thinking`` blocks (the
+thinking goes back as the turn's ``reasoning_content``); ``system`` turns
+kept in place as user-side text; every other block folded or dropped by
+`anthropic_blocks`.
 """
 
 from __future__ import annotations
@@ -12,16 +15,22 @@ from typing import Any, Final
 
 from .. import wire_json
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ..messages import normalize_messages
+from .anthropic_blocks import dropped, folded_text
 from .fields import json_type, require_bool, require_mapping, require_str
 from .images import data_url
 
-__all__ = ["history_messages", "required", "text_of"]
+__all__ = ["chat_turns", "history_messages", "required", "system_text", "text_of"]
 
-_DROPPED_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+_THINKING: Final = "thinking"
 
 
 def history_messages(value: Any) -> list[dict[str, Any]]:
-    """The request's ``messages`` as OpenAI chat messages, in order (field paths in errors)."""
+    """The request's ``messages`` as OpenAI chat messages, in order (field paths in errors).
+
+    A ``system`` message stays where it was, a system message still; the
+    face puts the whole list through `chat_turns`.
+    """
     if not isinstance(value, list):
         raise InvalidTypeError(f"messages: must be a list, not {json_type(value)}")
     if not value:
@@ -31,9 +40,17 @@ def history_messages(value: Any) -> list[dict[str, Any]]:
         where = f"messages[{index}]"
         require_mapping(message, where)
         role = required(message, "role", where)
-        if role not in ("user", "assistant"):
-            raise InvalidArgumentError(f"{where}.role: must be 'user' or 'assistant', not {role!r}")
+        if role not in ("user", "assistant", "system"):
+            raise InvalidArgumentError(
+                f"{where}.role: Unexpected role {role!r}: an input message role must be "
+                "'user', 'assistant' or 'system'"
+            )
         content = required(message, "content", where)
+        if role == "system":
+            text = system_text(content, f"{where}.content")
+            if text:
+                out.append({"role": "system", "content": text})
+            continue
         if isinstance(content, str):
             out.append({"role": role, "content": content})
             continue
@@ -48,6 +65,63 @@ def history_messages(value: Any) -> list[dict[str, Any]]:
         else:
             out.extend(_assistant_turn(content, where))
     return out
+
+
+def chat_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` (the system prompt, then `history_messages`) as a strict template takes them.
+
+    The leading system turns become one; a later one becomes user text
+    behind `normalize_messages`' ``[System message]`` marker (its fold, not
+    another one), so a template that allows one leading system turn never
+    sees a second. Then, as Anthropic's API itself does, consecutive user
+    turns become one, since a strict template alternates roles.
+    """
+    normal = normalize_messages(messages, mode="alternate-roles", tool_result_acknowledgement="")
+    return _join_user_runs([message.to_dict() for message in normal])
+
+
+def system_text(value: Any, where: str) -> str:
+    """A system prompt's text: a string, or its blocks' text joined with ``"\\n"``."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise InvalidTypeError(
+            f"{where}: must be a string or a list of text blocks, not {json_type(value)}"
+        )
+    texts = []
+    for index, block in enumerate(value):
+        at = f"{where}[{index}]"
+        kind = _block_type(block, at)
+        text = text_of(block, at) if kind == "text" else folded_text(block, kind, at)
+        if text is not None:
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def _join_user_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive plain user turns as one (text joined by a blank line, else as parts)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        last = out[-1] if out else None
+        if last is None or not (_plain_user(last) and _plain_user(message)):
+            out.append(message)
+            continue
+        before, after = last["content"], message["content"]
+        if isinstance(before, str) and isinstance(after, str):
+            last["content"] = "\n\n".join(text for text in (before, after) if text)
+        else:
+            last["content"] = _parts(before) + _parts(after)
+    return out
+
+
+def _plain_user(message: Mapping[str, Any]) -> bool:
+    return message["role"] == "user" and set(message) == {"role", "content"}
+
+
+def _parts(content: Any) -> list[Any]:
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": content}] if content else []
 
 
 def _block_type(block: Any, where: str) -> str:
@@ -65,15 +139,17 @@ def _user_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
         if kind == "text":
             parts.append({"type": "text", "text": text_of(block, at)})
         elif kind == "image":
-            parts.append({"type": "image_url", "image_url": {"url": _image_url(block, at)}})
+            parts.append(_image_part(block, at))
         elif kind == "tool_result":
-            results.append(_tool_result(block, at))
-        elif kind in _DROPPED_BLOCKS:
-            continue
+            result, images = _tool_result(block, at)
+            results.append(result)
+            parts.extend(images)
         elif kind == "tool_use":
             raise InvalidArgumentError(f"{at}.type: 'tool_use' belongs in an assistant turn")
         else:
-            raise InvalidArgumentError(f"{at}.type: unsupported content block type {kind!r}")
+            text = folded_text(block, kind, at)
+            if text is not None:
+                parts.append({"type": "text", "text": text})
     if parts:
         only_text = len(parts) == 1 and parts[0]["type"] == "text"
         results.append({"role": "user", "content": parts[0]["text"] if only_text else parts})
@@ -82,6 +158,7 @@ def _user_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
 
 def _assistant_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
     texts: list[str] = []
+    thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
     for position, block in enumerate(blocks):
         at = f"{where}.content[{position}]"
@@ -90,17 +167,30 @@ def _assistant_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
             texts.append(text_of(block, at))
         elif kind == "tool_use":
             calls.append(_tool_use(block, at))
-        elif kind in _DROPPED_BLOCKS:
-            continue
-        elif kind in ("tool_result", "image"):
+        elif kind == _THINKING:
+            thought = block.get(_THINKING)
+            if isinstance(thought, str) and thought:
+                thoughts.append(thought)
+            else:
+                dropped(at, "thinking without text")
+        elif kind == "tool_result":
             raise InvalidArgumentError(f"{at}.type: {kind!r} belongs in a user turn")
         else:
-            raise InvalidArgumentError(f"{at}.type: unsupported content block type {kind!r}")
+            text = folded_text(block, kind, at)
+            if text is not None:
+                texts.append(text)
     if not texts and not calls:
+        if thoughts:
+            # An empty prefill with reasoning alone would end the prompt mid-turn.
+            dropped(where, "assistant turn with thinking only")
         return []
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
     if calls:
         message["tool_calls"] = calls
+    if thoughts:
+        # llama-server renders it back into the template (models that think
+        # between tool calls need their earlier reasoning); others ignore it.
+        message["reasoning_content"] = "\n\n".join(thoughts)
     return [message]
 
 
@@ -108,6 +198,10 @@ def text_of(block: Mapping[str, Any], where: str) -> str:
     """A text block's ``text``, required to be a string."""
     text = required(block, "text", where)
     return require_str(text, f"{where}.text")
+
+
+def _image_part(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": _image_url(block, where)}}
 
 
 def _image_url(block: Mapping[str, Any], where: str) -> str:
@@ -127,7 +221,12 @@ def _image_url(block: Mapping[str, Any], where: str) -> str:
         if not url:
             raise InvalidArgumentError(f"{where}.source.url: must not be empty")
         return url
-    raise InvalidArgumentError(f"{where}.source.type: must be 'base64' or 'url', not {kind!r}")
+    # Anthropic's dotted path: Claude Code reads it as "this image cannot be sent" and
+    # goes on without it (a file id means nothing to a chat upstream).
+    dotted = where.replace("[", ".").replace("]", "")
+    raise InvalidArgumentError(
+        f"{dotted}.image.source.type: must be 'base64' or 'url' here, not {kind!r}"
+    )
 
 
 def _tool_use(block: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -148,10 +247,19 @@ def _tool_use(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
 
 
-def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _tool_result(
+    block: Mapping[str, Any], where: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``tool`` message of a result, and the images it carried as user parts.
+
+    An OpenAI tool message carries text only, so a result's images (Claude
+    Code's Read of a picture) go into the user message after the results;
+    its other blocks are folded to text or dropped.
+    """
     call_id = required(block, "tool_use_id", where)
     require_str(call_id, f"{where}.tool_use_id")
     content = block.get("content")
+    images: list[dict[str, Any]] = []
     if content is None:
         text = ""
     elif isinstance(content, str):
@@ -161,11 +269,14 @@ def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
         for position, inner in enumerate(content):
             at = f"{where}.content[{position}]"
             kind = _block_type(inner, at)
-            if kind != "text":
-                raise InvalidArgumentError(
-                    f"{at}.type: a tool result can only carry text here, not {kind!r}"
-                )
-            texts.append(text_of(inner, at))
+            if kind == "text":
+                texts.append(text_of(inner, at))
+            elif kind == "image":
+                images.append(_image_part(inner, at))
+            else:
+                folded = folded_text(inner, kind, at)
+                if folded is not None:
+                    texts.append(folded)
         text = "\n".join(texts)
     else:
         raise InvalidTypeError(
@@ -176,7 +287,7 @@ def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
         require_bool(is_error, f"{where}.is_error")
         if is_error:
             text = f"Error: {text}" if text else "Error"
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
+    return {"role": "tool", "tool_call_id": call_id, "content": text}, images
 
 
 def required(container: Mapping[str, Any], key: str, where: str = "") -> Any:

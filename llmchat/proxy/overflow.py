@@ -24,18 +24,26 @@ _LLAMACPP: Final = re.compile(
     r"request \((\d{1,12}) tokens\) exceeds the available context size \((\d{1,12}) tokens\)"
 )
 # OpenAI and vLLM: "This model's maximum context length is 4096 tokens. However, your
-# messages resulted in 5000 tokens" / "you requested 5000 tokens (4000 in the messages, ...".
+# messages resulted in 5000 tokens" / "you requested 5000 tokens (4000 in the messages, ...";
+# newer vLLM: "... is 32768 tokens and your request has 20000 input tokens (128000 > ...)".
 _MAXIMUM: Final = re.compile(r"maximum context length is (\d{1,12}) tokens")
-_PROMPT: Final = re.compile(r"resulted in (\d{1,12}) tokens|(\d{1,12}) in the messages")
+_PROMPT: Final = re.compile(
+    r"resulted in (\d{1,12}) tokens|(\d{1,12}) in the messages|has (\d{1,12}) input tokens"
+)
 _STATUSES: Final = frozenset({400, 413, 422})
 
 
 @dataclass(frozen=True)
 class ContextOverflow:
-    """The prompt did not fit; the counts when the upstream gave them (only numbers travel)."""
+    """The prompt did not fit; the counts when the upstream gave them (only numbers travel).
+
+    `budget_only` says the prompt itself fits (`prompt_tokens` <= `context_tokens`,
+    both known) and only the completion's budget on top of it does not.
+    """
 
     prompt_tokens: int | None = None
     context_tokens: int | None = None
+    budget_only: bool = False
 
 
 def context_overflow(response: Response) -> ContextOverflow | None:
@@ -54,7 +62,8 @@ def context_overflow(response: Response) -> ContextOverflow | None:
         return None
     context = int(maximum.group(1))
     prompt = _PROMPT.search(message)
-    counted = int(prompt.group(1) or prompt.group(2)) if prompt is not None else None
-    if counted is None or counted <= context:
-        return ContextOverflow()  # the prompt fits; with the completion's budget it does not
-    return ContextOverflow(counted, context)
+    counted = int(next(filter(None, prompt.groups()))) if prompt is not None else None
+    if counted is None:
+        return ContextOverflow()
+    # The prompt may fit, and only the completion's budget with it not.
+    return ContextOverflow(counted, context, budget_only=counted <= context)

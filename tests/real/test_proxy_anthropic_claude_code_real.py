@@ -34,6 +34,7 @@ CONVERSATION = [
     {"role": "assistant", "content": "Hello! How can I help?"},
     {"role": "user", "content": [{"type": "text", "text": "Tell me a joke about cats."}]},
 ]
+HELLO_BLOCK = [{"type": "text", "text": "Say hello."}]
 SYSTEM = [
     {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.77; cch=1f2e;"},
     {"type": "text", "text": "You are a test bot.", "cache_control": {"type": "ephemeral"}},
@@ -66,7 +67,55 @@ def test_count_tokens_is_the_prompt_the_server_then_counts(chatml, fields):
     client = _anthropic(chatml)
     counted = client.messages.count_tokens(model="tiny", **fields)
     message = client.messages.create(model="tiny", max_tokens=1, extra_body=GREEDY, **fields)
-    assert counted.input_tokens == message.usage.input_tokens > 0
+    usage = message.usage
+    # Anthropic's input_tokens leaves out the prompt tokens the server had cached.
+    assert counted.input_tokens == usage.input_tokens + usage.cache_read_input_tokens > 0
+
+
+def test_a_repeated_prompt_is_read_from_the_cache(chatml):
+    """llama-server keeps the slot's prompt: the second time it is a cache read, as Claude
+    Code counts one, and the parts add up to the whole prompt."""
+    client = _anthropic(chatml)
+    fields: dict[str, Any] = dict(model="tiny", messages=CONVERSATION, system=SYSTEM)
+    counted = client.messages.count_tokens(**fields).input_tokens
+    for _ in range(2):
+        usage = client.messages.create(max_tokens=1, extra_body=GREEDY, **fields).usage
+    assert usage.cache_read_input_tokens > 0 and usage.cache_creation_input_tokens == 0
+    assert usage.input_tokens + usage.cache_read_input_tokens == counted
+
+
+def test_claude_code_history_through_a_strict_template(strict_server: LlamaServer):
+    """Mistral Nemo's template raises unless user and assistant alternate after one system
+    turn: Claude Code's mid-conversation system turns, thinking and tool results must fold
+    into that shape."""
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "<reminder>"}, *HELLO_BLOCK]},
+        {"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /w"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Say hello back.", "signature": "sig"},
+                {"type": "redacted_thinking", "data": "EmwK"},
+                {"type": "text", "text": "Hello!"},
+            ],
+        },
+        {"role": "system", "content": "The date changed."},
+        {"role": "user", "content": "Again."},
+    ]
+    with (
+        OpenAICommon(_idle(strict_server).url, model="tiny") as upstream,
+        running_proxy(upstream) as url,
+    ):
+        message = _anthropic(url).messages.create(
+            model="tiny",
+            max_tokens=4,
+            system=SYSTEM,
+            messages=history,
+            thinking={"type": "adaptive", "display": "omitted"},
+            output_config={"effort": "medium"},
+            extra_body={**GREEDY, "context_management": {"edits": []}},
+        )
+    assert message.stop_reason == "max_tokens" and message.usage.output_tokens == 4
 
 
 def test_count_tokens_renders_tools_as_the_server_does(tools_server: LlamaServer):
@@ -84,7 +133,8 @@ def test_count_tokens_renders_tools_as_the_server_does(tools_server: LlamaServer
         counted = client.messages.count_tokens(**fields)
         without = client.messages.count_tokens(model="tiny", messages=fields["messages"])
         message = client.messages.create(max_tokens=1, extra_body=GREEDY, **fields)
-    assert counted.input_tokens == message.usage.input_tokens
+    usage = message.usage
+    assert counted.input_tokens == usage.input_tokens + usage.cache_read_input_tokens
     assert counted.input_tokens > without.input_tokens  # the tool definitions are counted
 
 
