@@ -27,8 +27,8 @@ Serve four faces over one OpenAI-compatible upstream server:
 --model names the upstream model for every translating face (/api/chat,
 /api/generate, /v1/messages, /v1/responses); the relayed routes and /api/embed
 send the client's model name as it is. The upstream key comes from --api-key-env; clients
-must present $LLMCHAT_PROXY_KEY when it is set. GET /health answers without a
-key."""
+must present $LLMCHAT_PROXY_KEY when it is set. GET /health and /api/hello
+(Claude Code's start-up check) answer without a key."""
 
 
 def add_parser(commands: Any) -> None:

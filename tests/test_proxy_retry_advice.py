@@ -196,3 +196,18 @@ def test_clean_retry_after(value: str | None, kept: str | None) -> None:
 )
 def test_describe_refusal_masks_every_quoted_value(message: str, logged: str) -> None:
     assert describe_refusal(message) == logged
+
+
+def test_claude_codes_start_up_check_is_a_quiet_200_even_with_a_key(
+    upstream_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with running_proxy(OpenAICommon(upstream_url), api_key=KEY) as proxy:
+        with caplog.at_level(logging.WARNING, logger="llmchat.proxy"):
+            head = requests.head(proxy + "/api/hello", timeout=10)
+            get = requests.get(proxy + "/api/hello", timeout=10)
+            guarded = requests.get(proxy + "/api/tags", timeout=10)
+    assert (head.status_code, get.status_code, get.content) == (200, 200, b"")
+    assert guarded.status_code == 401  # the key check still guards everything else
+    assert [r.getMessage() for r in caplog.records].count(
+        "ollama face refused a request (HTTP 401): Missing or wrong API key"
+    ) == 1

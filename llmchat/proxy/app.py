@@ -123,6 +123,8 @@ class ProxyApp:
             ("GET", "/"): ("proxy", self._root),
             ("HEAD", "/"): ("proxy", self._root),
             ("GET", "/health"): ("proxy", self._health),
+            ("HEAD", "/api/hello"): ("anthropic", self._hello),
+            ("GET", "/api/hello"): ("anthropic", self._hello),
             ("GET", "/api/version"): ("ollama", ollama.version),
             ("GET", "/api/tags"): ("ollama", ollama.tags),
             ("GET", "/api/ps"): ("ollama", ollama.ps),
@@ -156,7 +158,7 @@ class ProxyApp:
         face = route[0] if route else face_of(path)
         exchange = ClientExchange(environ, start_response, face)
         # The key is checked first, so a caller without it cannot map the routes.
-        if self._api_key is not None and path not in ("/", "/health"):
+        if self._api_key is not None and path not in _OPEN_PATHS:
             if not self._authorized(environ):
                 return self._error(exchange, 401, "Missing or wrong API key", "unauthorized")
             exchange.event.key_id = self._key_id
@@ -296,6 +298,14 @@ class ProxyApp:
         self._record(exchange)
         return [data] if exchange.environ.get("REQUEST_METHOD") != "HEAD" else []
 
+    def _hello(self, exchange: ClientExchange) -> list[bytes]:
+        # Claude Code's connectivity check at every start (HEAD, no credentials,
+        # its answer ignored): a 200, so it is neither a 404 nor a 401 and its
+        # WARNING line in the log.
+        exchange.begin(200, "text/plain; charset=utf-8", [("Content-Length", "0")])
+        self._record(exchange)
+        return []
+
     def _health(self, exchange: ClientExchange) -> list[bytes]:
         return self._json(exchange, 200, {"status": "ok"})
 
@@ -403,6 +413,10 @@ class ProxyApp:
         event.content_bytes = len(response.msg.encode("utf-8"))
         if response.model and not event.model:
             event.model = response.model
+
+
+_OPEN_PATHS = frozenset({"/", "/health", "/api/hello"})
+"""Paths answered without the key: they tell nothing but that the proxy is up."""
 
 
 class _ClientError(Exception):
