@@ -12,7 +12,6 @@ the WSGI server makes it.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -25,6 +24,7 @@ from . import openai_routes, responses_routes
 from .answers import Answer
 from .anthropic_routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
 from .bodies import STREAM_HEADERS, StreamBody
+from .client_body import TOO_DEEP, ClientError, read_json
 from .client_exchange import ClientExchange
 from .hangup import HangupWatch, client_socket
 from .ollama_routes import OllamaRoutes
@@ -43,8 +43,6 @@ __all__ = ["ProxyApp", "make_app"]
 log = logging.getLogger("llmchat.proxy")
 
 StartResponse = Callable[..., Any]
-
-_TOO_DEEP = "The request body is nested too deeply"
 
 
 def make_app(
@@ -169,11 +167,11 @@ class ProxyApp:
             return self._error(exchange, 404, f"No route for {method} {path}", "not_found")
         try:
             return route[1](exchange)
-        except _ClientError as exc:
+        except ClientError as exc:
             return self._error(exchange, exc.status, str(exc), exc.error_type)
         except RecursionError:
             # A body nested deeper than the interpreter's stack: the client's doing.
-            return self._error(exchange, 400, _TOO_DEEP, "invalid_request")
+            return self._error(exchange, 400, TOO_DEEP, "invalid_request")
         except (ValueError, TypeError) as exc:
             # The faces and Settings raise these naming the field the client got wrong.
             return self._error(exchange, 400, str(exc), "invalid_request")
@@ -237,57 +235,7 @@ class ProxyApp:
         self.usage.emit(exchange.event)
 
     def _read_json(self, exchange: ClientExchange) -> dict[str, Any]:
-        environ = exchange.environ
-        length_text = environ.get("CONTENT_LENGTH") or ""
-        stream = environ["wsgi.input"]
-        if length_text:
-            try:
-                length = int(length_text)
-            except ValueError:
-                raise _ClientError(
-                    400, "Content-Length is not a number", "invalid_request"
-                ) from None
-            if length > self.max_body_bytes:
-                raise _ClientError(413, self._too_large(), "too_large")
-            data = self._read_body(stream, length) if length > 0 else b""
-        elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
-            if not environ.get("wsgi.input_terminated"):
-                # This server hands over the raw socket (wsgiref does): reading
-                # would wait for an end that only the client's hang-up brings.
-                raise _ClientError(411, "Send the body with a Content-Length", "invalid_request")
-            data = self._read_body(stream, self.max_body_bytes + 1)
-            if len(data) > self.max_body_bytes:
-                raise _ClientError(413, self._too_large(), "too_large")
-        else:
-            data = b""
-        exchange.body_bytes = data
-        if not data.strip():
-            raise _ClientError(400, "The request needs a JSON object body", "invalid_request")
-        try:
-            body = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise _ClientError(
-                400, "The request body is not valid JSON", "invalid_request"
-            ) from None
-        except RecursionError:
-            raise _ClientError(400, _TOO_DEEP, "invalid_request") from None
-        if not isinstance(body, dict):
-            raise _ClientError(400, "The request body must be a JSON object", "invalid_request")
-        model = body.get("model")
-        if isinstance(model, str):
-            exchange.event.model = model
-        return body
-
-    @staticmethod
-    def _read_body(stream: Any, length: int) -> bytes:
-        try:
-            return bytes(stream.read(length))
-        except TimeoutError:
-            # The server's body deadline (llmchat's own server raises this) passed.
-            raise _ClientError(408, "The request body did not arrive in time", "timeout") from None
-
-    def _too_large(self) -> str:
-        return f"The request body is larger than the proxy's limit of {self.max_body_bytes} bytes"
+        return read_json(exchange, self.max_body_bytes)
 
     # -- small routes -------------------------------------------------------
 
@@ -417,10 +365,3 @@ class ProxyApp:
 
 _OPEN_PATHS = frozenset({"/", "/health", "/api/hello"})
 """Paths answered without the key: they tell nothing but that the proxy is up."""
-
-
-class _ClientError(Exception):
-    def __init__(self, status: int, message: str, error_type: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type

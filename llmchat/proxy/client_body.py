@@ -1,0 +1,78 @@
+"""Reading a client's JSON request body inside the app: its framing, its size limit, its parse.
+
+Every failure is a `ClientError` carrying the status and the words the app
+answers with (in the face's shape, through `ProxyApp._error`); nothing here
+writes an answer itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from .client_exchange import ClientExchange
+
+__all__ = ["TOO_DEEP", "ClientError", "read_json"]
+
+TOO_DEEP: Final = "The request body is nested too deeply"
+
+
+class ClientError(Exception):
+    """A request the app refuses: `status`, the message (str), and the usage `error_type`."""
+
+    def __init__(self, status: int, message: str, error_type: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+
+
+def read_json(exchange: ClientExchange, max_body_bytes: int) -> dict[str, Any]:
+    """The request's body as a JSON object; records its bytes and model on `exchange`."""
+    environ = exchange.environ
+    length_text = environ.get("CONTENT_LENGTH") or ""
+    stream = environ["wsgi.input"]
+    if length_text:
+        try:
+            length = int(length_text)
+        except ValueError:
+            raise ClientError(400, "Content-Length is not a number", "invalid_request") from None
+        if length > max_body_bytes:
+            raise ClientError(413, _too_large(max_body_bytes), "too_large")
+        data = _read(stream, length) if length > 0 else b""
+    elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
+        if not environ.get("wsgi.input_terminated"):
+            # This server hands over the raw socket (wsgiref does): reading
+            # would wait for an end that only the client's hang-up brings.
+            raise ClientError(411, "Send the body with a Content-Length", "invalid_request")
+        data = _read(stream, max_body_bytes + 1)
+        if len(data) > max_body_bytes:
+            raise ClientError(413, _too_large(max_body_bytes), "too_large")
+    else:
+        data = b""
+    exchange.body_bytes = data
+    if not data.strip():
+        raise ClientError(400, "The request needs a JSON object body", "invalid_request")
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ClientError(400, "The request body is not valid JSON", "invalid_request") from None
+    except RecursionError:
+        raise ClientError(400, TOO_DEEP, "invalid_request") from None
+    if not isinstance(body, dict):
+        raise ClientError(400, "The request body must be a JSON object", "invalid_request")
+    model = body.get("model")
+    if isinstance(model, str):
+        exchange.event.model = model
+    return body
+
+
+def _read(stream: Any, length: int) -> bytes:
+    try:
+        return bytes(stream.read(length))
+    except TimeoutError:
+        # The server's body deadline (llmchat's own server raises this) passed.
+        raise ClientError(408, "The request body did not arrive in time", "timeout") from None
+
+
+def _too_large(max_body_bytes: int) -> str:
+    return f"The request body is larger than the proxy's limit of {max_body_bytes} bytes"
