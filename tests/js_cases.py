@@ -16,13 +16,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from llmchat import OpenAICommon
 from llmchat.testing import (
     ChatResponder,
     Drop,
     RecordedRequest,
     Reply,
-    ScriptedServer,
     Stall,
     Write,
 )
@@ -30,7 +28,7 @@ from llmchat.testing import (
 from .agent_upstream import AgentUpstream, chat_reply, tool_results
 from .chat_frames import chunk
 from .node_support import node_json
-from .proxy_support import running_proxy
+from .proxy_support import proxy_over
 
 WAIT = 10.0
 TEXT = "Hello from the proxy."
@@ -85,12 +83,8 @@ class CaseUpstream:
 def case_proxy() -> Iterator[tuple[str, CaseUpstream]]:
     """The proxy over a `CaseUpstream`; yields its base URL and the upstream script."""
     script = CaseUpstream()
-    upstream = ScriptedServer(script).start()
-    try:
-        with OpenAICommon(upstream.url) as backend, running_proxy(backend) as url:
-            yield url, script
-    finally:
-        upstream.stop()
+    with proxy_over(script) as (url, _):
+        yield url, script
 
 
 def run_cases(client: str, url: str, *, timeout: float = 90.0) -> dict[str, Any]:

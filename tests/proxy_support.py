@@ -7,7 +7,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from llmchat import OpenAICommon
 from llmchat.proxy import make_app, make_server
+from llmchat.testing import Script, ScriptedServer
 
 
 class UsageSink:
@@ -48,3 +50,14 @@ def running_proxy(upstream: Any, **options: Any) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def proxy_over(script: Script, **options: Any) -> Iterator[tuple[str, ScriptedServer]]:
+    """The proxy over a loopback upstream playing `script`; yield its base URL and the upstream."""
+    upstream = ScriptedServer(script).start()
+    try:
+        with OpenAICommon(upstream.url) as backend, running_proxy(backend, **options) as url:
+            yield url, upstream
+    finally:
+        upstream.stop()

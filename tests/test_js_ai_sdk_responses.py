@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from llmchat import OpenAICommon
-from llmchat.testing import RecordedRequest, Reply, ScriptedServer
+from llmchat.testing import RecordedRequest, Reply
 
 from .chat_frames import chunk, usage_chunk
 from .node_support import node_json, package_dir
-from .proxy_support import running_proxy
+from .proxy_support import proxy_over
 
 THOUGHT = "The user says hi; greet back."
 TEXT = "Hello there."
@@ -61,12 +60,8 @@ def served() -> Iterator[tuple[str, ThinkingUpstream]]:
     package_dir("ai")
     package_dir("@ai-sdk/openai")
     upstream = ThinkingUpstream()
-    server = ScriptedServer(upstream).start()
-    try:
-        with OpenAICommon(server.url) as backend, running_proxy(backend) as url:
-            yield url, upstream
-    finally:
-        server.stop()
+    with proxy_over(upstream) as (url, _):
+        yield url, upstream
 
 
 SCRIPT = """

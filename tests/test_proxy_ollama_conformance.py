@@ -19,11 +19,10 @@ import ollama
 import pytest
 import requests
 
-from llmchat import OpenAICommon
-from llmchat.testing import ChatResponder, ScriptedServer
+from llmchat.testing import ChatResponder
 
 from .chat_frames import WEATHER
-from .proxy_support import running_proxy
+from .proxy_support import proxy_over
 
 WAIT = 10.0
 PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8).decode()
@@ -116,12 +115,8 @@ ROWS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
 
 @pytest.fixture
 def proxied() -> Any:
-    upstream = ScriptedServer(ChatResponder("It rains.")).start()
-    try:
-        with OpenAICommon(upstream.url) as backend, running_proxy(backend) as url:
-            yield url, upstream
-    finally:
-        upstream.stop()
+    with proxy_over(ChatResponder("It rains.")) as served:
+        yield served
 
 
 @pytest.mark.parametrize("name", list(ROWS))

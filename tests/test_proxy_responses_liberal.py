@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 import requests
 
-from llmchat import OpenAICommon
 from llmchat.protocols.responses_objects import carried_reasoning
 from llmchat.testing import ChatResponder, ScriptedServer
 
-from .proxy_support import running_proxy
+from .proxy_support import proxy_over
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "agents"
 DEFAULT = json.loads((FIXTURES / "codex_0.171.0_default.json").read_text())["body"]
@@ -34,12 +33,8 @@ EXEC = "const r = await tools.exec_command({cmd: 'ls'});\ntext(r.output);"
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, ScriptedServer]]:
-    upstream = ScriptedServer(ChatResponder("ok")).start()
-    try:
-        with OpenAICommon(upstream.url) as backend, running_proxy(backend) as url:
-            yield url, upstream
-    finally:
-        upstream.stop()
+    with proxy_over(ChatResponder("ok")) as served:
+        yield served
 
 
 def _user(text: str) -> dict[str, Any]:
