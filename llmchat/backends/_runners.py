@@ -121,7 +121,7 @@ def new_accumulator(backend: OpenAICommon, kind: str, *, keep_raw: bool) -> Accu
 def _read_body(
     backend: OpenAICommon, response: Response, status: int, data: bytes, acc: Accumulator
 ) -> Ending:
-    if status >= 400:
+    if status >= 300:  # a redirect still here was not followed (another origin)
         return _http_failure(response, status, data)
     try:
         text = data.decode("utf-8-sig")  # a leading BOM is dropped
@@ -401,7 +401,7 @@ def _note_headers(response: Response, http: TransportResponse) -> None:
 def _is_stream(http: TransportResponse, framing: Framing) -> bool:
     """True when a 2xx answer is framed as a stream, not one whole JSON body."""
     content_type = http.headers.get("Content-Type", "").lower()
-    if http.status_code >= 400:
+    if http.status_code >= 300:
         return False
     if "json" not in content_type or "event-stream" in content_type:
         return True

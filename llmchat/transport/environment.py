@@ -28,6 +28,7 @@ import requests
 from requests import sessions, utils
 
 from .prepare import prepare
+from .redirects import stay_on_origin
 
 __all__ = ["environment_proxies", "send"]
 
@@ -53,9 +54,17 @@ def send(
         or cls.merge_environment_settings is not requests.Session.merge_environment_settings
     ):
         return session.request(
-            method, url, headers=dict(headers), data=data, stream=True, timeout=timeout
+            method,
+            url,
+            headers=dict(headers),
+            data=data,
+            stream=True,
+            timeout=timeout,
+            hooks={"response": [stay_on_origin]},
         )
     prepared = prepare(session, method, url, headers, data)
+    # A new list: the session's own hook lists may be the ones in `prepared`.
+    prepared.hooks = {**prepared.hooks, "response": [*prepared.hooks["response"], stay_on_origin]}
     proxies: dict[str, str] = {}
     verify: Any = None
     if session.trust_env:
