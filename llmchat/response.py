@@ -22,6 +22,7 @@ from .chunk import Chunk
 from .completion import ErrorBody
 from .errors import ErrorClass, remote_error_for
 from .redact import Redactor
+from .response_pace import Pacing
 from .response_text import AnswerText
 from .timing import Timing
 from .tools import ToolCall
@@ -39,7 +40,7 @@ class _Puller(Protocol):
     def leave(self) -> None: ...
 
 
-class Response(AnswerText):
+class Response(AnswerText, Pacing):
     """The outcome of one completion; thread-safe; live while streaming.
 
     Iterate it for `Chunk`s (`for chunk in response`): every iterator replays
@@ -183,6 +184,7 @@ class Response(AnswerText):
                 if not batch:
                     return
                 index += len(batch)
+                self._taken = max(self._taken, index)
                 yield from batch
         finally:
             if used is not None:

@@ -90,10 +90,15 @@ class ReadBaton:
             while not self._ended:
                 if self._owner is None and not self._pulling:
                     idle = time.monotonic() - self._last_pull
-                    if self._closed or idle >= LEASE:
+                    if not self._response._has_room():
+                        # Paced and a lead ahead: the consumer reads on itself when it
+                        # catches up, or a settle lets this thread read to the end.
+                        self._cond.wait(LEASE)
+                    elif self._closed or idle >= LEASE:
                         self._owner = "reader"
                         return True
-                    self._cond.wait(LEASE - idle)
+                    else:
+                        self._cond.wait(LEASE - idle)
                 else:
                     # An iterator's read is under way, or one waits for its turn: it
                     # does not wake this thread per read, so look again after a lease.

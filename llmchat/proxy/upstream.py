@@ -58,6 +58,13 @@ _CALL_PARTS = frozenset({"messages", "tools", "tool_choice", "stream", "model"})
 
 _CANCELLED: Final = Failure(499, "Cancelled", "client_abort")
 
+STREAM_LEAD: Final = 16
+"""Chunks a streamed answer's reader may run ahead of what its client has taken.
+
+A client that stops reading then holds the upstream back through TCP (and
+the send-stall limit ends it), instead of the proxy reading the whole answer
+into memory for nobody."""
+
 
 class Call:
     """One proxied completion: the live upstream Response, cancellable from any thread."""
@@ -135,8 +142,7 @@ class Upstream:
             streamed: Response = self.backend.chat_completion_stream(
                 messages, tools=tools, tool_choice=tool_choice, settings=settings
             )
-            call._track(response=streamed)
-            return streamed
+            return _paced(body, call, streamed)
         if tool_choice is not None:
             settings = settings.merged(
                 Settings(extra_body={**(settings.extra_body or {}), "tool_choice": tool_choice})
@@ -162,8 +168,7 @@ class Upstream:
             error_class = last.error_class if last and last.error_class else "unknown"
             status = last.error_status if last else None
             return http_failure(error_class, status)
-        call._track(response=response)
-        return response
+        return _paced(body, call, response)
 
     def _settings(self, body: Mapping[str, Any]) -> Settings:
         fields: dict[str, Any] = {}
@@ -360,6 +365,18 @@ class RelayBroken(Exception):
     def __init__(self, message: str, error_class: str = "connection") -> None:
         super().__init__(message)
         self.error_class = error_class
+
+
+def _paced(body: Mapping[str, Any], call: Call, response: Response) -> Response:
+    """`response`, tracked by `call`; paced to its client when the client streams.
+
+    A client that waits for the whole answer is not paced: nobody iterates
+    its Response, which must be read to the end.
+    """
+    if body.get("stream"):
+        response._pace(STREAM_LEAD)
+    call._track(response=response)
+    return response
 
 
 def _log_attempts(exc: Exhausted) -> None:
