@@ -38,7 +38,7 @@ from .proxy_support import UsageSink
 SEND_TIMEOUT: Final = 1.0
 WAIT: Final = 30.0  # "not blocked for ever", never a speed claim
 CONTENT: Final = "x" * 16_000  # big frames: the old proxy reads them fast, all of them
-FRAMES: Final = 2_000  # 32 MB of answer, under the backend's 64 MiB limit
+MIN_FRAMES: Final = 2_000  # 32 MB of answer at the least; more where the buffers are larger
 UPSTREAM_RCVBUF: Final = 65_536
 CLIENT_RCVBUF: Final = 4_096
 
@@ -61,11 +61,12 @@ FACES: Final = {
 }
 
 
-def _long_answer() -> Reply:
+def _long_answer(bound: int) -> Reply:
+    """Frames enough that the answer is three times `bound` (the backend's size limit is off)."""
     delta = {"content": CONTENT}
     frames: list[dict[str, Any]] = [
         {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": delta}]}
-    ] * FRAMES
+    ] * max(MIN_FRAMES, 3 * bound // len(CONTENT))
     ending = {"index": 0, "delta": {}, "finish_reason": "stop"}
     frames.append({"id": "c1", "model": "m", "choices": [ending]})
     return Reply.sse(frames)
@@ -115,7 +116,7 @@ def _bound() -> int:
 def _proxy(upstream: ScriptedServer, usage: UsageSink) -> Iterator[int]:
     session = requests.Session()
     session.mount("http://", _SmallReceiveBuffer())
-    with OpenAICommon(upstream.url, session=session) as backend:
+    with OpenAICommon(upstream.url, session=session, max_response_bytes=None) as backend:
         server = make_server(
             make_app(backend, usage_log=usage), "127.0.0.1", 0, send_timeout=SEND_TIMEOUT
         )
@@ -148,9 +149,9 @@ def _stalled_client(port: int, path: str, body: dict[str, Any]) -> socket.socket
 @pytest.mark.parametrize("face", list(FACES))
 def test_a_stalled_client_holds_the_upstream_back_then_ends_it(face: str) -> None:
     path, body = FACES[face]
-    answer = _long_answer()
-    total = sum(len(step.data) for step in answer.body_steps if hasattr(step, "data"))
     bound = _bound()
+    answer = _long_answer(bound)
+    total = sum(len(step.data) for step in answer.body_steps if hasattr(step, "data"))
     assert total > 2 * bound, "the answer must dwarf the buffers for the bound to mean anything"
     usage = UsageSink()
     upstream = ScriptedServer(answer).start()
