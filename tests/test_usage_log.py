@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from llmchat.proxy.usage import UsageLog
+from llmchat.proxy.usage_fields import MAX_TEXT
 
 from .usage_support import event, race_processes
 
-# Sizes cross the 4 KiB pipe-atomicity size and the 8 KiB stdio buffer: a line
-# written in two pieces would show up as a torn or interleaved line.
+# Models of every size, cut to MAX_TEXT by the writer: a line written in two
+# pieces, or glued to another, would show up as a torn or interleaved line.
 _SIZES = (10, 3000, 5000, 9000, 70000)
 
 _WRITER = """
@@ -44,7 +45,7 @@ def test_processes_appending_at_once_lose_and_tear_no_line(tmp_path: Path) -> No
     assert seen == {f"w{n}-{i}" for n in range(processes) for i in range(each)}
     for record in records:
         worker, size = record["request_id"].split("-")[0], record["output_tokens"]
-        assert record["model"] == worker[-1] * size, record["request_id"]
+        assert record["model"] == (worker[-1] * size)[:MAX_TEXT], record["request_id"]
 
 
 def test_each_event_is_one_write_of_the_whole_line(
