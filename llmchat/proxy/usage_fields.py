@@ -48,6 +48,18 @@ class _Rule:
     low: float = 0
     """A number's smallest value."""
 
+    def holds(self, value: Any) -> bool:
+        """Whether `value` is this field's already, as it is (the common case, checked first)."""
+        if value is None:
+            return self.nullable
+        kind = type(value)
+        if kind is str:
+            return self.kind is str and len(value) <= self.limit
+        if kind is bool:
+            return self.kind is bool
+        # NaN fails both comparisons; an int in a float field is made a float by `bound`.
+        return kind is self.kind and kind in (int, float) and self.low <= value <= self.limit
+
     def fits(self, value: Any) -> bool:
         if value is None:
             return self.nullable
@@ -92,7 +104,9 @@ def clean(values: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, rule in RULES.items():
         value = values.get(name, rule.default)
-        out[name] = rule.bound(value) if rule.fits(value) else rule.default
+        if not rule.holds(value):
+            value = rule.bound(value) if rule.fits(value) else rule.default
+        out[name] = value
     return out
 
 
