@@ -13,7 +13,6 @@ import json
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # the proxy package loads only when the command runs
@@ -87,29 +86,32 @@ def _open(args: argparse.Namespace) -> tuple[UsageStore, str]:
         store = open_store(args.db, field="--db")
         return store, getattr(store, "address", args.db)  # a URL's password stays out
     memory = SqliteStore(":memory:", field="--log")
-    with open(args.log, encoding="utf-8") as lines:
+    with open(args.log, "rb") as lines:
         skipped = _load_log(memory, lines)
     if skipped:
         print(
-            f"llmchat usage: skipped {skipped} line(s) of {args.log} that are not usage events",
+            f"llmchat usage: skipped {skipped} malformed line(s) of {args.log}",
             file=sys.stderr,
         )
     return memory, args.log
 
 
-def _load_log(store: UsageStore, lines: Iterable[str]) -> int:
-    """Record each event line into `store`; return how many lines were not events."""
-    from .proxy.usage import UsageEvent
+def _load_log(store: UsageStore, lines: Iterable[bytes]) -> int:
+    """Record each event line into `store`; return how many lines were not events.
 
-    known = {f.name for f in fields(UsageEvent)}
+    A line is an event when it is UTF-8 JSON whose fields pass `usage_fields.parse`:
+    anything else (a torn line, a hand edit, a wrong type) is counted, never fatal.
+    """
+    from .proxy.usage import UsageEvent
+    from .proxy.usage_fields import parse
+
     skipped = 0
     for line in lines:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            event = UsageEvent(**{k: v for k, v in record.items() if k in known})
-        except (ValueError, TypeError, AttributeError):
+            event = UsageEvent(**parse(json.loads(line.decode("utf-8"))))
+        except (ValueError, RecursionError):  # UnicodeDecodeError and JSON's are ValueErrors
             skipped += 1
             continue
         store.record(event)

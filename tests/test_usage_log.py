@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
+from llmchat.proxy.usage_fields import MAX_TEXT
 
 from .usage_support import event, race_processes
 
-# Sizes cross the 4 KiB pipe-atomicity size and the 8 KiB stdio buffer: a line
-# written in two pieces would show up as a torn or interleaved line.
+# Models of every size, cut to MAX_TEXT by the writer: a line written in two
+# pieces, or glued to another, would show up as a torn or interleaved line.
 _SIZES = (10, 3000, 5000, 9000, 70000)
 
 _WRITER = """
@@ -44,7 +46,7 @@ def test_processes_appending_at_once_lose_and_tear_no_line(tmp_path: Path) -> No
     assert seen == {f"w{n}-{i}" for n in range(processes) for i in range(each)}
     for record in records:
         worker, size = record["request_id"].split("-")[0], record["output_tokens"]
-        assert record["model"] == worker[-1] * size, record["request_id"]
+        assert record["model"] == (worker[-1] * size)[:MAX_TEXT], record["request_id"]
 
 
 def test_each_event_is_one_write_of_the_whole_line(
@@ -81,3 +83,38 @@ def test_a_short_write_is_reported_not_silent(
         UsageLog(tmp_path / "usage.jsonl").emit(event("short"))
     assert any("short" in r.getMessage() and r.exc_info for r in caplog.records)
     assert any("short write" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
+
+
+_TORN = """
+import os, resource, signal, sys
+from llmchat.proxy.usage import UsageEvent, UsageLog
+path = sys.argv[1]
+sys.stdin.readline()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit is short, not fatal
+log = UsageLog(path)
+def emit(name):
+    log.emit(UsageEvent(request_id=name, face="ollama", route="/api/chat", model="m",
+                        output_tokens=7, started_at=1.7e9))
+emit("before")
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 40, hard))
+emit("torn")  # the file can grow by 40 bytes: the disk is full part-way through the line
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
+emit("after")
+print("done", flush=True)
+"""
+
+
+def test_after_a_torn_write_the_next_event_starts_a_new_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "usage.jsonl"
+    race_processes(_TORN, [[str(path)]])
+    lines = path.read_bytes().split(b"\n")
+    assert len(lines[1]) == 40  # the torn line, as the full disk left it
+    assert [json.loads(lines[i])["request_id"] for i in (0, 2)] == ["before", "after"]
+    assert lines[3:] == [b""]
+    assert main(["usage", "--log", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["total"]["output_tokens"] == 14
+    assert "skipped 1 malformed line(s)" in captured.err

@@ -117,7 +117,7 @@ def test_as_a_subprocess(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["total"]["requests"] == 3
-    assert "skipped 1 line(s)" in done.stderr
+    assert "skipped 1 malformed line(s)" in done.stderr
 
 
 def test_a_missing_database_is_not_created(

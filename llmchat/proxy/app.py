@@ -36,6 +36,7 @@ from .upstream import (
     Upstream,
 )
 from .usage import CLIENT_ABORT_STATUS, UsageLog
+from .usage_fields import UNKNOWN_ROUTE
 from .usage_store import key_id_of, store_of
 
 __all__ = ["ProxyApp", "make_app"]
@@ -138,6 +139,7 @@ class ProxyApp:
             ("POST", "/v1/embeddings"): ("openai", lambda ex: openai_routes.embeddings(self, ex)),
             ("POST", "/v1/responses"): ("openai", lambda ex: responses_routes.create(self, ex)),
         }
+        self._paths = frozenset(path for _, path in self._routes)
 
     def __repr__(self) -> str:
         return f"ProxyApp({self.upstream!r}, api_key={'set' if self._api_key else None})"
@@ -155,13 +157,16 @@ class ProxyApp:
         route = self._routes.get((method, path))
         face = route[0] if route else face_of(path)
         exchange = ClientExchange(environ, start_response, face)
+        known = path in self._paths
+        if not known:
+            # The client chose this path: recorded as a fixed placeholder, never as sent.
+            exchange.event.route = UNKNOWN_ROUTE
         # The key is checked first, so a caller without it cannot map the routes.
         if self._api_key is not None and path not in _OPEN_PATHS:
             if not self._authorized(environ):
                 return self._error(exchange, 401, "Missing or wrong API key", "unauthorized")
             exchange.event.key_id = self._key_id
         if route is None:
-            known = any(p == path for _, p in self._routes)
             if known:
                 return self._error(exchange, 405, f"{method} is not allowed on {path}", "method")
             return self._error(exchange, 404, f"No route for {method} {path}", "not_found")

@@ -2,20 +2,32 @@
 
 A JSON line is written with one `os.write` on an ``O_APPEND`` descriptor, so
 several processes (gunicorn workers) appending to one file never interleave or
-lose a line: the kernel places each write at the end of the file whole. The
-stores (`usage_store`) are for totals across processes and machines.
+lose a line: the kernel places each write at the end of the file whole. A line
+starts on a new line whatever came before: when the file does not end in a
+newline (a write cut short by a full disk, here or in another process), the
+line is written after one, so it is never glued onto the torn one (writers
+hold an advisory lock while they check the end and append). The stores
+(`usage_store`) are for totals across processes and machines.
+
+Nothing a client sends makes an event large (`usage_fields` bounds every
+field), and refusals that need no key to provoke (`PROBE_STATUSES` without an
+accepted key) are recorded up to `PROBES_PER_MINUTE` per process and counted
+past that, so a flood of them costs a bounded amount of storage per minute.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from .. import wire_json
+from .usage_fields import RULES, clean
 
 if TYPE_CHECKING:
     from .usage_store import UsageStore
@@ -27,6 +39,12 @@ log = logging.getLogger("llmchat.proxy")
 CLIENT_ABORT_STATUS = 499
 """The status recorded when the client hung up (nginx's convention; never sent)."""
 
+PROBE_STATUSES = frozenset({401, 404, 405})
+"""Refusals anyone can provoke without a key: no key, no such route, wrong method."""
+
+PROBES_PER_MINUTE = 60
+"""Probe refusals recorded per process and minute; the rest are counted in a WARNING."""
+
 
 @dataclass
 class UsageEvent:
@@ -36,7 +54,7 @@ class UsageEvent:
     face: str
     """``ollama``, ``anthropic``, ``openai`` or ``proxy`` (health, models, …)."""
     route: str
-    """The request path, e.g. ``/api/chat``."""
+    """The route served, e.g. ``/api/chat``; ``(unknown)`` for a path the proxy does not serve."""
     model: str | None = None
     """The model the client asked for (the upstream's when it named its own)."""
     stream: bool = False
@@ -59,12 +77,64 @@ class UsageEvent:
     the proxy checks no key or the request presented none that passed."""
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as every sink gets them, each within its `usage_fields` rule."""
         # Every field is a scalar: a shallow copy is the same dict as
         # `dataclasses.asdict`, at a twentieth of its cost per request.
-        return {name: getattr(self, name) for name in _FIELDS}
+        return clean({name: getattr(self, name) for name in _FIELDS})
+
+    @property
+    def is_probe(self) -> bool:
+        """A refusal a client without a key can provoke at will."""
+        return self.key_id is None and self.status in PROBE_STATUSES
 
 
 _FIELDS: tuple[str, ...] = tuple(f.name for f in fields(UsageEvent))
+assert _FIELDS == tuple(RULES), "every UsageEvent field needs a rule in usage_fields, in order"
+
+
+class ProbeBudget:
+    """How many probe refusals are recorded: `per_window` per `window` seconds; the rest counted.
+
+    The first refusal past the budget and the count at the window's end each
+    leave one WARNING line, so an operator sees the probing without it filling
+    the store.
+    """
+
+    def __init__(self, per_window: int = PROBES_PER_MINUTE, window: float = 60.0) -> None:
+        self.per_window = per_window
+        self.window = window
+        self.dropped = 0
+        """Probe refusals counted, not recorded, since this process started."""
+        self._lock = threading.Lock()
+        self._start = -window
+        self._used = 0
+        self._dropped_now = 0
+
+    def admit(self) -> bool:
+        """Whether to record one more probe refusal now."""
+        with self._lock:
+            now = time.monotonic()
+            ended = 0
+            if now - self._start >= self.window:
+                ended, self._dropped_now = self._dropped_now, 0
+                self._start, self._used = now, 0
+            admitted = self._used < self.per_window
+            if admitted:
+                self._used += 1
+            else:
+                self._dropped_now += 1
+                self.dropped += 1
+            first_dropped = not admitted and self._dropped_now == 1
+        if ended:
+            log.warning("%d refused requests (HTTP 401/404/405, no key) were not recorded", ended)
+        if first_dropped:
+            log.warning(
+                "more than %d refused requests (HTTP 401/404/405, no key) in %g s: "
+                "the rest are counted, not recorded",
+                self.per_window,
+                self.window,
+            )
+        return admitted
 
 
 class UsageLog:
@@ -87,8 +157,11 @@ class UsageLog:
             raise TypeError("usage_log must be a file path, a callable taking a dict, or None")
         self._target = target
         self.store = store
+        self.probes = ProbeBudget()
 
     def emit(self, event: UsageEvent) -> None:
+        if event.is_probe and not self.probes.admit():
+            return
         target = self._target
         if target is not None:
             try:
@@ -114,12 +187,48 @@ def _append_line(path: str | os.PathLike[str], line: bytes) -> None:
     """Append `line` with one write, so concurrent writers never interleave.
 
     Opened per event, so a rotated log (renamed away by logrotate) is followed.
+    After a torn line (the file does not end in a newline) the line starts
+    with one, so the next event is never glued onto it.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    flags = os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
     try:
+        fd = os.open(path, flags | os.O_RDWR, 0o644)
+    except PermissionError:
+        # A log the proxy may append to but not read: written unchecked.
+        fd = os.open(path, flags | os.O_WRONLY, 0o644)
+        readable = False
+    else:
+        readable = True
+    try:
+        if readable:
+            # Held while the end is checked and the line written: without it, a
+            # line another process is part-way through writing looks torn.
+            _lock(fd)
+            if not _ends_a_line(fd):
+                line = b"\n" + line
         written = os.write(fd, line)
     finally:
         os.close(fd)
     if written != len(line):
         # Only a full disk or a quota does this; the rest of the line would be a torn line.
         raise OSError(f"short write to the usage log: {written} of {len(line)} bytes")
+
+
+def _ends_a_line(fd: int) -> bool:
+    """Whether the file is empty or ends in a newline; True for a pipe or a terminal."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+        return True
+    return os.pread(fd, 1, info.st_size - 1) == b"\n"
+
+
+def _lock(fd: int) -> None:
+    """An exclusive advisory lock on the log for the rest of this open (released at close)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: unlocked, and a rare race leaves a blank line
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        pass  # a filesystem without locks: the event is still written, unlocked
