@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import requests
 
-from llmchat.testing import ChatResponder, Reply, ScriptedServer
+from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor
 
 from .proxy_servers import SERVERS, ServedProxy, parse_answer, read_to_end, serve_proxy
 
@@ -249,3 +249,63 @@ def test_a_bad_chunked_body_is_a_400_that_closes_and_quotes_nothing(served: Serv
         served.log.wait_for("HTTP 400")
         assert prompt.decode() not in served.log.text
         assert "Traceback" not in served.log.text
+
+
+# -- half-close ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("path", ["/api/chat", "/v1/messages"])
+def test_a_half_closed_client_is_answered(tmp_path: Any, server: str, path: str) -> None:
+    """A client that sends its request then shuts down its sending side still reads the answer.
+
+    Its end-of-file comes during prefill; the proxy cannot tell it from a
+    close until it writes, so it writes an interim ``100 Continue``: a closed
+    socket would answer that with a reset, this one reads it and waits.
+    """
+    release = threading.Event()
+    prefill = Reply.sse(
+        [
+            {"choices": [{"index": 0, "delta": {"content": "late"}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        ],
+        before_headers=[WaitFor(release, 30)],
+    )
+    upstream = ScriptedServer([prefill]).start()
+    bodies = {
+        "/api/chat": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        "/v1/messages": {
+            "model": "c",
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+    }
+    data = json.dumps(bodies[path]).encode()
+    try:
+        with (
+            serve_proxy(server, upstream.url, tmp_path, gunicorn_args=ONE_WORKER) as proxy,
+            _connect(proxy) as sock,
+        ):
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n".encode()
+                + data
+            )
+            assert upstream.wait_for_requests(1, WAIT), "the proxy never asked the upstream"
+            sock.shutdown(socket.SHUT_WR)
+            interim = b"HTTP/1.1 100 Continue\r\n\r\n"
+            got = b""
+            while len(got) < len(interim):
+                chunk = sock.recv(len(interim) - len(got))
+                assert chunk, f"closed after {got!r}"
+                got += chunk
+            assert got == interim
+            release.set()
+            answer = read_to_end(sock)
+            [event] = proxy.usage.wait(1, route=path)
+    finally:
+        release.set()
+        upstream.stop()
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert b"late" in answer
+    assert event["status"] == 200
