@@ -309,3 +309,28 @@ def test_a_half_closed_client_is_answered(tmp_path: Any, server: str, path: str)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert b"late" in answer
     assert event["status"] == 200
+
+
+# -- Expect: 100-continue ------------------------------------------------------------
+
+
+def test_100_continue_is_sent_only_when_the_body_is_read(served: ServedProxy) -> None:
+    data = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = (
+        b"POST %s HTTP/1.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+        b"Content-Length: %d\r\n\r\n"
+    )
+    with _connect(served) as sock:
+        sock.sendall(head % (b"/api/chat", len(data)))
+        reader = sock.makefile("rb")
+        assert reader.readline() == b"HTTP/1.1 100 Continue\r\n" and reader.readline() == b"\r\n"
+        sock.sendall(data)
+        assert reader.readline().startswith(b"HTTP/1.1 200 ")
+    with _connect(served) as sock:
+        # Refused unread (no such route): never invited, and the connection closes.
+        sock.sendall(head % (b"/api/nowhere", len(data)))
+        raw = read_to_end(sock)
+    assert raw.startswith(b"HTTP/1.1 404 ")
+    status, headers, body = parse_answer(raw)
+    assert headers["connection"] == "close"
+    _assert_shape("ollama", status, body)

@@ -51,6 +51,7 @@ log = logging.getLogger("llmchat.proxy")
 
 _HEAD_SAMPLE = 8192  # enough of a head to find its request line's path (the face)
 _MAX_BODY_CHUNK = 1024 * 1024
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 class BadRequestBody(ValueError):
@@ -152,13 +153,25 @@ class _GuardedReader:
 
     gunicorn's own exceptions quote the bytes they choke on, which are the
     client's prompt; the app would log them with a traceback and answer 500.
+    It also sends a withheld ``100 Continue`` on the app's first read (gunicorn
+    sends it before the app runs), so a request refused unread is never invited.
     """
 
-    def __init__(self, reader: Any, req: Any) -> None:
+    def __init__(self, reader: Any, req: Any, invite: socket.socket | None) -> None:
         self._reader = reader
         self._req = req
+        self._invite = invite
+        self._closing = bool(req.must_close)
+        if invite is not None:
+            # Uninvited, the client may never send the body: the connection
+            # cannot be kept unless the app reads it (and so invites it).
+            req.force_close()
 
     def read(self, size: int) -> bytes:
+        if self._invite is not None:
+            sock, self._invite = self._invite, None
+            self._req.must_close = self._closing
+            sock.sendall(_CONTINUE)
         try:
             return bytes(self._reader.read(size))
         except (http_errors.ParseException, http_errors.NoMoreData):
@@ -217,7 +230,9 @@ class DeadlineWorker(ThreadWorker):
         if isinstance(conn, DeadlineConn):
             conn.expect_body()
             if req.body is not None:
-                req.body.reader = _GuardedReader(req.body.reader, req)
+                invite = conn.sock if req._expected_100_continue else None
+                req._expected_100_continue = False  # not before the app reads: see _GuardedReader
+                req.body.reader = _GuardedReader(req.body.reader, req, invite)
         try:
             return bool(super().handle_request(req, conn))
         except BlockingIOError:
