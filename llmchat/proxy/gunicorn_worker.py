@@ -32,6 +32,7 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from typing import Any
 
 from gunicorn.http import errors as http_errors
@@ -52,6 +53,10 @@ log = logging.getLogger("llmchat.proxy")
 _HEAD_SAMPLE = 8192  # enough of a head to find its request line's path (the face)
 _MAX_BODY_CHUNK = 1024 * 1024
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# accept() failing for want of a descriptor or memory (as `ProxyServer`'s).
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_BACKOFF_FIRST = 0.01
+_BACKOFF_MAX = 0.5
 
 
 class BadRequestBody(ValueError):
@@ -190,19 +195,36 @@ class DeadlineWorker(ThreadWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._current = threading.local()
+        self._backoff = 0.0
 
     def accept(self, listener: socket.socket) -> None:
-        # As gthread's, with a `DeadlineConn` for the connection.
+        # As gthread's, with a `DeadlineConn` for the connection, and a back-off
+        # where gthread would let EMFILE end the worker and every stream on it.
         try:
             client_sock, client_addr = listener.accept()
         except OSError as exc:
+            if exc.errno in _EXHAUSTED:
+                self._back_off(exc)
+                return
             if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
                 raise
             return
+        if self._backoff:
+            log.warning("accepting connections again")
+            self._backoff = 0.0
         self.nr_conns += 1
         client_sock.setblocking(True)
         conn = DeadlineConn(self.cfg, client_sock, client_addr, listener.getsockname(), self.limits)
         self.enqueue_req(conn)
+
+    def _back_off(self, exc: OSError) -> None:
+        """Pause the worker's loop (10 ms doubling to 0.5 s): the connection stays queued."""
+        if not self._backoff:
+            log.error("cannot accept connections (%s); backing off until some close", exc)
+            self._backoff = _BACKOFF_FIRST
+        else:
+            self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+        time.sleep(self._backoff)  # the main loop's own pace; requests run in the pool
 
     def handle(self, conn: Any) -> Any:
         if not isinstance(conn, DeadlineConn):
