@@ -15,13 +15,16 @@ through the same total-deadline reader as `make_server` (`DeadlineReader`):
   for `HangupWatch`); a client that stops reading is let go and its app
   iterator closed, which cancels the upstream generation;
 - a connection waits for its first byte in a thread at most ``header_timeout``
-  (then in the poller, for gunicorn's ``keepalive``, holding no thread).
+  (or gthread's own 5 s, if shorter), then in the poller for gunicorn's
+  ``keepalive``, holding no thread;
+- an ``Expect: 100-continue`` is answered on the app's first read of the body;
+- at the descriptor limit the accept loop backs off instead of ending the worker.
 
-A broken chunked body is a ``ValueError`` to the app (its 400, in the face's
-shape) with a fixed message, never the bytes gunicorn's exceptions quote, and
-the connection closes. The errors gunicorn answers itself (a bad request
-line or header, 414, 431, 505) are JSON in the face's shape, as
-`make_server`'s are, and are logged on one line without the request's bytes.
+A broken chunked body (or one cut short) is a ``ValueError`` to the app (its
+400, in the face's shape) with a fixed message, never the bytes gunicorn's
+exceptions quote, and the connection closes. The errors gunicorn answers
+itself (a bad request line or header, 414, 431, 505) are JSON in the face's
+shape, as `make_server`'s are, logged on one line without the request's bytes.
 """
 
 from __future__ import annotations
@@ -181,7 +184,8 @@ class _GuardedReader:
             return bytes(self._reader.read(size))
         except (http_errors.ParseException, http_errors.NoMoreData):
             self._req.force_close()
-            raise BadRequestBody("The request body's chunked framing is malformed") from None
+            # Bad chunked framing, or the client ended its side inside the body.
+            raise BadRequestBody("The request body is malformed or cut short") from None
         except OSError:
             self._req.force_close()  # a deadline passed: out of step for good
             raise
