@@ -44,7 +44,7 @@ from gunicorn.http.unreader import SocketUnreader
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from .connection import DRAIN_BYTES, error_response, linger_seconds
-from .deadlines import DeadlineReader, drain
+from .deadlines import DeadlineReader, drain, wait_for
 from .limits import ServerLimits
 from .retry_advice import NO_RETRY_STATUSES
 from .shapes import error_body, face_of_request_line
@@ -117,12 +117,23 @@ class DeadlineConn(TConn):
             parser.unreader.unread(held)
 
     def wait_for_data(self, timeout: float | None) -> bool:
-        # A connection with nothing to say holds a thread no longer than a head
-        # may take; then it waits in the poller, holding none.
+        """Whether a byte (or the end) arrived within `timeout`, in `poll`.
+
+        A connection with nothing to say holds a thread no longer than a head
+        may take; then it waits in the poller, holding none. gthread's own wait
+        opens a selector, a descriptor, which at the descriptor limit fails and
+        drops the connection unanswered; `poll` needs none.
+        """
+        if self.data_ready:
+            return True
         head = self.limits.header_timeout
         if head is not None:
             timeout = head if timeout is None else min(timeout, head)
-        return bool(super().wait_for_data(timeout))
+        try:
+            self.data_ready = wait_for(self.sock, write=False, timeout=timeout)
+        except (OSError, ValueError):
+            return False  # closed under us: gthread's own answer
+        return self.data_ready
 
     def expect_head(self) -> None:
         self.in_head, self.fresh_head, self.head_sample = True, True, b""
