@@ -90,6 +90,13 @@ def add_parser(commands: Any) -> None:
         help="seconds a kept-alive client connection may wait for its next request; keep it "
         "above a load balancer's idle timeout (default: 75; 0: close after each answer)",
     )
+    for flag, default, what in _DEADLINES:
+        proxy.add_argument(
+            flag,
+            type=_seconds,
+            default=default,
+            help=f"{what} (default: {default:g}; 0: no limit)",
+        )
     proxy.add_argument(
         "--ping-interval",
         type=_seconds,
@@ -105,6 +112,17 @@ def add_parser(commands: Any) -> None:
     )
     add_worker_options(proxy)
     proxy.set_defaults(run=_run_proxy)
+
+
+_DEADLINES = (
+    ("--header-timeout", 10.0, "seconds a request's line and headers may take in all"),
+    ("--body-timeout", 60.0, "seconds a request's body may take in all; then a 408"),
+    (
+        "--send-timeout",
+        60.0,
+        "seconds one write may wait for a client that stopped reading; then it is let go",
+    ),
+)
 
 
 def _seconds(text: str) -> float:
@@ -131,6 +149,9 @@ def _run_proxy(args: argparse.Namespace) -> int:
         args.port,
         max_connections=args.max_connections,
         idle_timeout=args.keep_alive,
+        header_timeout=args.header_timeout or None,
+        body_timeout=args.body_timeout or None,
+        send_timeout=args.send_timeout or None,
     )
     print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
     try:

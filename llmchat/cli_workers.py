@@ -68,6 +68,9 @@ def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]
         keepalive=math.ceil(args.keep_alive),  # gunicorn takes whole seconds
         graceful_timeout=args.graceful_timeout,
         max_connections=args.max_connections,
+        header_timeout=args.header_timeout or None,
+        body_timeout=args.body_timeout or None,
+        send_timeout=args.send_timeout or None,
     )
     # Every connection a worker holds may hold one upstream connection.
     args.max_connections = options.worker_connections

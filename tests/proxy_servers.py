@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,8 +29,9 @@ from typing import Any
 import requests
 
 from llmchat import OpenAICommon
+from llmchat.proxy import make_app, make_server
 
-from .proxy_support import UsageSink, running_proxy
+from .proxy_support import UsageSink
 
 SERVERS = ("embedded", "gunicorn")
 WAIT = 10.0
@@ -129,14 +131,26 @@ def serve_proxy(
     max_body_bytes: int | None = None,
     usage_log: Path | None = None,
     gunicorn_args: tuple[str, ...] = ("--workers", "2", "--threads", "4"),
+    limits: dict[str, Any] | None = None,
 ) -> Iterator[ServedProxy]:
-    """The proxy over `upstream_url` on `server`; usage to `usage_log` if given, else to a sink."""
+    """The proxy over `upstream_url` on `server`; usage to `usage_log` if given, else to a sink.
+
+    `limits` are `make_server`'s deadlines (``header_timeout``, ``body_timeout``,
+    ``send_timeout``), given to gunicorn as the same command-line flags.
+    """
+    limits = limits or {}
     if server == "embedded":
-        with _embedded(upstream_url, api_key, max_body_bytes, usage_log) as served:
+        with _embedded(upstream_url, api_key, max_body_bytes, usage_log, limits) as served:
             yield served
     elif server == "gunicorn":
+        flags = [f"--{name.replace('_', '-')}={value}" for name, value in limits.items()]
         with _gunicorn(
-            upstream_url, tmp_path, api_key, max_body_bytes, usage_log, gunicorn_args
+            upstream_url,
+            tmp_path,
+            api_key,
+            max_body_bytes,
+            usage_log,
+            (*gunicorn_args, *flags),
         ) as served:
             yield served
     else:
@@ -145,14 +159,26 @@ def serve_proxy(
 
 @contextlib.contextmanager
 def _embedded(
-    upstream_url: str, api_key: str | None, max_body_bytes: int | None, usage_log: Path | None
+    upstream_url: str,
+    api_key: str | None,
+    max_body_bytes: int | None,
+    usage_log: Path | None,
+    limits: dict[str, Any],
 ) -> Iterator[ServedProxy]:
     sink = UsageSink()
     options: dict[str, Any] = {"usage_log": usage_log or sink, "api_key": api_key}
     if max_body_bytes is not None:
         options["max_body_bytes"] = max_body_bytes
-    with OpenAICommon(upstream_url) as backend, running_proxy(backend, **options) as url:
-        yield ServedProxy("embedded", url, sink)
+    with OpenAICommon(upstream_url) as backend:
+        server = make_server(make_app(backend, **options), "127.0.0.1", 0, **limits)
+        thread = threading.Thread(target=server.serve_forever, name="test-proxy", daemon=True)
+        thread.start()
+        try:
+            yield ServedProxy("embedded", server.url, sink)
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(WAIT)
 
 
 @contextlib.contextmanager
@@ -202,3 +228,28 @@ def stop(process: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def read_to_end(sock: socket.socket) -> bytes:
+    """Everything until the server closes; a reset counts as closed."""
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def parse_answer(raw: bytes) -> tuple[int, dict[str, str], Any]:
+    """A whole answer with a JSON body: its status, headers (lower-cased names) and body."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {
+        k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+    }
+    assert int(headers["content-length"]) == len(body)
+    return status, headers, json.loads(body)

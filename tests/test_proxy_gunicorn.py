@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import requests
+from gunicorn.workers.gthread import ThreadWorker
 
 from llmchat.cli import main
 from llmchat.proxy.gunicorn_app import WorkerOptions, gunicorn_settings
@@ -163,7 +164,10 @@ def test_gunicorn_settings_from_the_options():
     options = WorkerOptions(workers=3, threads=8, keepalive=90, max_connections=100)
     settings = gunicorn_settings("127.0.0.1", 8080, options)
     assert settings["bind"] == ["127.0.0.1:8080"]
-    assert settings["worker_class"] == "gthread"
+    # gthread, with the embedded server's read deadlines (gunicorn_worker)
+    assert issubclass(settings["worker_class"], ThreadWorker)
+    assert settings["worker_class"].limits.header_timeout == options.header_timeout == 10.0
+    assert (settings["limit_request_fields"], settings["limit_request_field_size"]) == (100, 65536)
     assert (settings["workers"], settings["threads"]) == (3, 8)
     assert settings["worker_connections"] == 100
     assert settings["keepalive"] == 90
@@ -184,6 +188,9 @@ def test_gunicorn_settings_from_the_options():
         ("max_connections", 0, ValueError),
         ("threads", True, TypeError),
         ("workers", "2", TypeError),
+        ("header_timeout", 0, ValueError),
+        ("body_timeout", "60", TypeError),
+        ("send_timeout", float("inf"), ValueError),
     ],
 )
 def test_worker_options_reject_bad_values_by_name(name: str, value: Any, error: type):

@@ -31,6 +31,7 @@ from llmchat.proxy import make_app, make_server
 from llmchat.proxy.server import ProxyServer
 from llmchat.testing import Reply, ScriptedServer
 
+from .proxy_servers import parse_answer, read_to_end
 from .proxy_support import UsageSink
 
 WAIT = 10.0
@@ -55,30 +56,6 @@ def serving(upstream: Any = None, usage_log: Any = None, **limits: Any) -> Itera
 def _connect(server: ProxyServer) -> socket.socket:
     host, port = server.server_address[:2]
     return socket.create_connection((str(host), int(port)), timeout=WAIT)
-
-
-def _read_to_end(sock: socket.socket) -> bytes:
-    """Everything until the server closes; a reset counts as closed. Bounded by `WAIT`."""
-    data = b""
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except ConnectionResetError:
-            return data
-        if not chunk:
-            return data
-        data += chunk
-
-
-def _parse(raw: bytes) -> tuple[int, dict[str, str], Any]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {
-        k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
-    }
-    assert int(headers["content-length"]) == len(body)
-    return status, headers, json.loads(body)
 
 
 def _serving_threads() -> list[threading.Thread]:
@@ -129,7 +106,7 @@ def test_dribbled_headers_are_cut_at_the_header_deadline() -> None:
         dribbler.start()
         try:
             for sock in socks:
-                assert _read_to_end(sock) == b""  # closed unanswered
+                assert read_to_end(sock) == b""  # closed unanswered
         finally:
             done.set()
             dribbler.join(WAIT)
@@ -147,7 +124,7 @@ def test_body_never_sent_is_cut_and_the_threads_end() -> None:
         for sock in socks:
             sock.sendall(head + b'{"model":')
         for sock in socks:
-            status, _, body = _parse(_read_to_end(sock))
+            status, _, body = parse_answer(read_to_end(sock))
             sock.close()
             assert status == 408
             _assert_shape("ollama", status, body)
@@ -159,7 +136,7 @@ def test_idle_connection_is_closed() -> None:
     with serving(idle_timeout=0.3) as server:
         socks = [_connect(server) for _ in range(20)]
         for sock in socks:
-            assert _read_to_end(sock) == b""
+            assert read_to_end(sock) == b""
             sock.close()
         assert server.connections == 0
 
@@ -185,14 +162,14 @@ def test_over_the_cap_gets_a_503_in_its_face(request_bytes: bytes, face: str) ->
         holders = [_connect(server) for _ in range(3)]
         extra = _connect(server)
         extra.sendall(request_bytes)
-        status, headers, body = _parse(_read_to_end(extra))
+        status, headers, body = parse_answer(read_to_end(extra))
         extra.close()
         assert status == 503
         assert headers["connection"] == "close"
         _assert_shape(face, status, body, anthropic_type="overloaded_error")
         for sock in holders:
             sock.sendall(b"GET /health HTTP/1.0\r\n\r\n")
-            assert _parse(_read_to_end(sock))[0] == 200  # the slot is free once it closes
+            assert parse_answer(read_to_end(sock))[0] == 200  # the slot is free once it closes
             sock.close()
         answer = requests.get(server.url + "/health", timeout=WAIT)
         assert answer.status_code == 200 and answer.json() == {"status": "ok"}
@@ -226,6 +203,28 @@ print(server.server_address[1], flush=True)
 server.serve_forever()
 """
 
+# The same under gunicorn: the limit is lowered in the worker, once its app is built.
+_FD_GUNICORN = """
+import logging, os, resource, sys
+logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+from llmchat.backends.mock import MockBackend
+from llmchat.proxy import make_app
+from llmchat.proxy.gunicorn_app import WorkerOptions, serve
+def build():
+    app = make_app(MockBackend())
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 16, hard))
+    return app, app.close
+options = WorkerOptions(workers=1, threads=4, max_connections=1000)
+serve(build, "127.0.0.1", 0, options, announce=lambda url: print(url.rsplit(":", 1)[1], flush=True))
+"""
+
+
+def _line_with(text: str, lines: queue.Queue[str]) -> None:
+    """Wait for a line with `text`, skipping others (gunicorn's own)."""
+    while text not in (line := lines.get(timeout=WAIT)):
+        assert "Traceback" not in line, line
+
 
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -233,9 +232,10 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_descriptor_exhaustion_backs_off_and_recovers() -> None:
+@pytest.mark.parametrize("script", [_FD_SERVER, _FD_GUNICORN], ids=["embedded", "gunicorn"])
+def test_descriptor_exhaustion_backs_off_and_recovers(script: str) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", _FD_SERVER],
+        [sys.executable, "-c", script],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -249,7 +249,7 @@ def test_descriptor_exhaustion_backs_off_and_recovers() -> None:
     try:
         port = int(proc.stdout.readline())
         socks = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(40)]
-        assert "cannot accept connections" in lines.get(timeout=WAIT)
+        _line_with("cannot accept connections", lines)
         before, started = _cpu_seconds(proc.pid), time.monotonic()
         threading.Event().wait(1.0)  # a measuring window, not a wait for anything
         used, window = _cpu_seconds(proc.pid) - before, time.monotonic() - started
@@ -258,7 +258,7 @@ def test_descriptor_exhaustion_backs_off_and_recovers() -> None:
             sock.close()
         answer = requests.get(f"http://127.0.0.1:{port}/health", timeout=WAIT)
         assert answer.status_code == 200
-        assert "accepting connections again" in lines.get(timeout=WAIT)
+        _line_with("accepting connections again", lines)
     finally:
         for sock in socks:
             sock.close()
@@ -269,51 +269,7 @@ def test_descriptor_exhaustion_backs_off_and_recovers() -> None:
         proc.stderr.close()
 
 
-# -- 4. http.server's own errors as face-shaped JSON -------------------------
-
-
-@pytest.mark.parametrize(
-    ("raw", "status", "face"),
-    [
-        (b"GET /api/tags?q=" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", 414, "ollama"),
-        (b"POST /v1/messages HTTP/1.1\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n", 431, "anthropic"),
-        (
-            b"GET /v1/models HTTP/1.1\r\n"
-            + b"".join(b"X-H%d: a\r\n" % i for i in range(120))
-            + b"\r\n",
-            431,
-            "openai",
-        ),
-        (b"GARBAGE\r\n\r\n", 400, "proxy"),
-        (b"GET /api/chat HTTP/x.y\r\n\r\n", 400, "ollama"),
-        (b"GET /api/chat HTTP/2.0\r\n\r\n", 505, "ollama"),
-        (b"GET /api/tags\r\n\r\n", 400, "ollama"),  # HTTP/0.9
-        # An obsolete folded line: a front proxy may read it otherwise (smuggling).
-        (b"POST /v1/messages HTTP/1.1\r\nX-A: 1\r\n  Content-Length: 5\r\n\r\n", 400, "anthropic"),
-        (b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length : 5\r\n\r\n", 400, "openai"),
-    ],
-    ids=[
-        "414-url",
-        "431-long-header",
-        "431-many-headers",
-        "400-garbage",
-        "400-bad-version",
-        "505-http2",
-        "400-http09",
-        "400-folded",
-        "400-space-before-colon",
-    ],
-)
-def test_server_errors_are_json_in_the_face_of_the_path(raw: bytes, status: int, face: str) -> None:
-    with serving() as server:
-        sock = _connect(server)
-        sock.sendall(raw)
-        got, headers, body = _parse(_read_to_end(sock))
-        sock.close()
-    assert got == status
-    assert headers["content-type"] == "application/json"
-    assert headers["connection"] == "close"
-    _assert_shape(face, status, body)
+# -- 4. the HTTP layer's own errors: tests/test_proxy_guarantees.py, under both servers
 
 
 # -- 5. deep nesting ---------------------------------------------------------
@@ -406,7 +362,7 @@ def test_a_client_that_stops_reading_is_let_go_after_the_send_timeout() -> None:
             )
             # Nothing is read until the proxy has given up on this client.
             event = sink.wait(1)[0]
-            assert _read_to_end(sock).count(b"x") < 4_000_000
+            assert read_to_end(sock).count(b"x") < 4_000_000
             assert server.connections == 0
     finally:
         upstream.stop()

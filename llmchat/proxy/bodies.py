@@ -34,6 +34,7 @@ class _AccountedBody:
         self._event = event
         self._record = record
         self._watch = watch
+        watch.answering()  # no interim 100 may be written into the answer from here on
         self._completed = False
         """Set when the iteration wrote its last byte; unset, the client went away first."""
         self._closed = False

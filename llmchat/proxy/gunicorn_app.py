@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
+from .gunicorn_worker import deadline_worker
+from .limits import ServerLimits
+
 if TYPE_CHECKING:
     from gunicorn._types import _WSGIAppType
 
@@ -60,6 +63,15 @@ class WorkerOptions:
     raised to `threads` at least). Only the part above `threads` is kept alive
     between requests; past it the worker stops accepting, and new connections
     wait in the listen backlog (no 503, unlike the embedded server)."""
+    header_timeout: float | None = 10.0
+    """Seconds from a request's first byte to the end of its headers, in total
+    (`ServerLimits.header_timeout`); a slower head is closed unanswered."""
+    body_timeout: float | None = 60.0
+    """Seconds from the end of the headers to the end of the body, in total; a
+    slower body is a 408 in the face's shape."""
+    send_timeout: float | None = 60.0
+    """Seconds one write may wait for a client that reads nothing; then the
+    client is let go and its upstream generation cancelled."""
 
     def __post_init__(self) -> None:
         for name in ("workers", "threads", "keepalive", "graceful_timeout", "max_connections"):
@@ -69,6 +81,16 @@ class WorkerOptions:
             least = 0 if name == "keepalive" else 1
             if value < least:
                 raise ValueError(f"{name} must be >= {least}, got {value}")
+        _ = self.limits  # checks the timeouts, naming a bad one
+
+    @property
+    def limits(self) -> ServerLimits:
+        """The read and write deadlines each worker's connections get."""
+        return ServerLimits(
+            header_timeout=self.header_timeout,
+            body_timeout=self.body_timeout,
+            send_timeout=self.send_timeout,
+        )
 
     @property
     def worker_connections(self) -> int:
@@ -82,7 +104,13 @@ def gunicorn_settings(host: str, port: int, options: WorkerOptions) -> dict[str,
     """gunicorn's settings for serving on `host`:`port` with `options`."""
     return {
         "bind": [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"],
-        "worker_class": "gthread",
+        # gthread, reading every request under total deadlines (gunicorn_worker).
+        "worker_class": deadline_worker(options.limits),
+        # As `make_server`: 100 header fields, a header line up to 64 KiB. A
+        # request line stays at gunicorn's cap (8,190 bytes; more is a 414).
+        "limit_request_fields": 100,
+        "limit_request_field_size": 65536,
+        "limit_request_line": 8190,
         "workers": options.workers,
         "threads": options.threads,
         "worker_connections": options.worker_connections,

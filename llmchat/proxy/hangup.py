@@ -4,17 +4,28 @@ A WSGI server only learns of a hang-up when a write fails, and during prefill
 (or a long tool-call fragment run) nothing is written. When the server hands
 the app its client socket — llmchat's own server does (``llmchat.client_socket``)
 and so does gunicorn (``gunicorn.socket``) — a watcher thread waits on it and
-reports end-of-file at once, so the upstream generation is cancelled rather
+reports a hang-up at once, so the upstream generation is cancelled rather
 than left running for a client that is gone.
+
+An end-of-file alone does not say the client is gone: a client that closed
+its socket and one that only shut down its sending side (``shutdown(SHUT_WR)``,
+a half-close, after a complete request) both send just a FIN. The second
+still reads the answer, and is answered normally, as gunicorn and most
+servers do. To tell them apart the watcher writes ``HTTP/1.1 100 Continue``
+(an interim answer every HTTP/1.1 client skips; never sent to HTTP/1.0) and
+waits for the kernel's reset, which a closed socket answers any byte with:
+a reset is a hang-up; none is a half-close, and the answer goes on.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import selectors
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,12 +35,19 @@ log = logging.getLogger("llmchat.proxy")
 
 SOCKET_KEYS = ("llmchat.client_socket", "gunicorn.socket")
 
+_PROBE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0) | getattr(socket, "MSG_DONTWAIT", 0)
+_RESET_POLL_MS = 250
+# Sockets whose current request is HTTP/1.1, so may be sent an interim answer.
+_INTERIM_OK: weakref.WeakKeyDictionary[socket.socket, bool] = weakref.WeakKeyDictionary()
+
 
 def client_socket(environ: Mapping[str, Any]) -> socket.socket | None:
     """The client connection's socket, when the WSGI server exposes it."""
     for key in SOCKET_KEYS:
         sock = environ.get(key)
         if isinstance(sock, socket.socket):
+            _INTERIM_OK[sock] = environ.get("SERVER_PROTOCOL") == "HTTP/1.1"
             return sock
     return None
 
@@ -54,8 +72,12 @@ class HangupWatch:
         client sent more (a pipelined request: not a hang-up, and nothing more can
         be told without consuming it), or `stop()` was called."""
         self._lock = threading.Lock()
-        self._state = "new"  # "watching", then "firing" / "done"
+        # "watching", then "firing" / "done"; on an end-of-file that may be a
+        # half-close, "probing" (the 100 is being written) then "probed".
+        self._state = "new"
         self._fired = threading.Condition(self._lock)
+        self._firer: int | None = None  # the thread calling `on_hangup`, which may stop()
+        self._answering = False
         self._watcher: _Watcher | None = None
 
     @property
@@ -75,12 +97,26 @@ class HangupWatch:
             self._end()
         return self
 
+    def answering(self) -> None:
+        """The answer's bytes are about to go out: no interim answer may be written now.
+
+        An end-of-file seen from here on is a hang-up. One seen before (a
+        half-close) stays watched for the reset the answer's writes draw
+        from a socket that is closed after all.
+        """
+        with self._lock:
+            if self._state == "probing" and self._firer != threading.get_ident():
+                self._fired.wait_for(lambda: self._state != "probing")
+            self._answering = True
+
     def stop(self) -> None:
         """Stop watching; after it returns `on_hangup` is never called (one under way
         has finished)."""
         with self._lock:
-            if self._state == "firing" and not _Watcher.is_watcher_thread():
-                self._fired.wait_for(lambda: self._state != "firing")
+            busy = self._state in ("firing", "probing")
+            if busy and self._firer != threading.get_ident() and not _Watcher.is_watcher_thread():
+                # Whatever the app writes next must follow the whole interim answer.
+                self._fired.wait_for(lambda: self._state not in ("firing", "probing"))
             was = self._state
             self._state = "done"
         if was == "watching" and self._watcher is not None and self._sock is not None:
@@ -93,19 +129,27 @@ class HangupWatch:
         """The socket is readable: a hang-up, more data, or nothing. True when done."""
         sock = self._sock
         assert sock is not None
+        reset = False
         try:
             peeked = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return False
         except OSError:
-            peeked = b""  # reset by peer: as gone as a clean close
+            peeked, reset = b"", True  # reset by peer: gone for sure
         if peeked:
             self._end()
             return True
+        if not reset and _INTERIM_OK.get(sock, False):
+            self._probe(sock)
+            return True
+        self._fire()
+        return True
+
+    def _fire(self, was: str = "watching") -> None:
         with self._lock:
-            if self._state != "watching":
-                return True
-            self._state = "firing"
+            if self._state != was:
+                return
+            self._state, self._firer = "firing", threading.get_ident()
         self.hung_up.set()
         try:
             self._on_hangup()
@@ -113,10 +157,60 @@ class HangupWatch:
             log.warning("hang-up callback raised", exc_info=True)
         finally:
             self._end()
-        return True
+
+    def _probe(self, sock: socket.socket) -> None:
+        """An end-of-file on HTTP/1.1 before the answer: write the interim answer, wait for a reset.
+
+        Once the answer is going out an interim one cannot be written, and a
+        client half-closes after its request, not in the middle of the
+        answer: an end-of-file then is a hang-up, as it always was.
+        """
+        with self._lock:
+            if self._state != "watching":
+                return
+            if self._answering:
+                answering = True
+            else:
+                answering, self._state = False, "probing"
+        if answering:
+            self._fire()
+            return
+        try:
+            sent = sock.send(_PROBE, _NOSIGNAL)
+        except OSError:
+            sent = -1  # the client's end is already reset: gone
+        with self._lock:
+            self._state = "probed"
+            self._fired.notify_all()
+        if sent != len(_PROBE):
+            # Reset, or no room for 25 bytes (a client that reads nothing): as gone.
+            self._fire("probed")
+            return
+        waiter = threading.Thread(
+            target=self._await_reset, args=(sock,), name="llmchat-proxy-halfclose", daemon=True
+        )
+        waiter.start()
+
+    def _await_reset(self, sock: socket.socket) -> None:
+        """Fire if the client's kernel resets the connection before `stop()`; else nothing.
+
+        Polled with no events asked for, so only a hang-up or an error (the
+        reset) wakes it, not the end-of-file that is already there.
+        """
+        poller = select.poll()
+        try:
+            poller.register(sock, 0)
+        except (OSError, ValueError):
+            return
+        while self._state == "probed":
+            if poller.poll(_RESET_POLL_MS):
+                self._fire("probed")
+                return
 
     def _end(self) -> None:
         with self._lock:
+            if self._state == "probed":
+                return  # a half-close, still watched for a reset until `stop()`
             self._state = "done"
             self._fired.notify_all()
         self.ended.set()

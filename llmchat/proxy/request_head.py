@@ -20,6 +20,12 @@ from ..transport.header_fields import FieldsTooLarge, read_fields
 __all__ = ["BadHead", "RequestHeaders", "read_request_headers", "request_line"]
 
 _VERSION = re.compile(r"HTTP/([0-9]{1,10})\.[0-9]{1,10}")  # as http.server bounds it
+# RFC 9112 §3: method SP request-target SP HTTP-version, one SP each; the method
+# a token (RFC 9110 §5.6.2), the target visible ASCII (a URI has nothing else).
+# `str.split()` would also split on VT, FS, NEL, NBSP: a front proxy that does
+# not would read another request line out of the same bytes.
+_METHOD = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_TARGET = re.compile(r"[!-~]+")
 
 
 class BadHead(ValueError):
@@ -82,11 +88,11 @@ def request_line(text: str) -> tuple[str, str, str]:
     Raises `BadHead` with `http.server`'s statuses: 400 for a malformed line
     or version and for HTTP/0.9, 505 for HTTP/2 and later.
     """
-    words = text.split()
-    if len(words) == 2:
+    words = text.split(" ")
+    if len(words) == 2 and all(_TARGET.fullmatch(word) for word in words):
         raise BadHead(400, "HTTP/0.9 requests are not supported")
-    if len(words) != 3:
-        raise BadHead(400, f"Bad request syntax ({text!r})")
+    if len(words) != 3 or not _METHOD.fullmatch(words[0]) or not _TARGET.fullmatch(words[1]):
+        raise BadHead(400, f"Bad request syntax ({text[:100]!r})")
     method, target, version = words
     number = _VERSION.fullmatch(version)
     if number is None:

@@ -23,8 +23,10 @@ MAX_FIELDS: Final = 100
 """The most header lines in a head, as `http.client`'s ``_MAXHEADERS``."""
 
 # A plain field line: an RFC 9110 §5.6.2 token, the colon right after it, the
-# value after optional blanks, then the line end; no CR anywhere else.
-_FIELD: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\r\n]*)\r?\n?")
+# value after optional blanks, then the line end. The value holds only what
+# RFC 9110 §5.5 lets a field value hold (VCHAR, obs-text, SP, HTAB): a NUL,
+# a stray CR or another control byte makes the line not plain.
+_FIELD: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([\t\x20-\x7e\x80-\xff]*)\r?\n?")
 _ENDS: Final = (b"\r\n", b"\n", b"")
 
 
@@ -54,10 +56,10 @@ def read_fields(rfile: Any) -> tuple[list[bytes], list[tuple[str, str]] | None]:
         if len(line) > MAX_LINE:
             raise FieldsTooLarge("header line too long", line=True)
         lines.append(line)
-        if len(lines) > MAX_FIELDS:
-            raise FieldsTooLarge(f"more than {MAX_FIELDS} header lines", line=False)
         if line in _ENDS:
             return lines, fields
+        if len(lines) > MAX_FIELDS:  # the blank line that ends the head is not a field
+            raise FieldsTooLarge(f"more than {MAX_FIELDS} header lines", line=False)
         if fields is None:
             continue
         plain = _FIELD.fullmatch(line)
