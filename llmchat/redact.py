@@ -20,7 +20,7 @@ import json
 import re
 import traceback
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import AnyStr, Final
 from urllib.parse import quote, quote_plus
 
 from .errors import InvalidArgumentError, InvalidTypeError
@@ -192,28 +192,27 @@ class Redactor:
     def _partial_at(self, data: bytes, pos: int) -> int | None:
         """The first offset >= `pos` from which `data` to its end could begin a form."""
         assert self._starts is not None
-        start = max(pos, len(data) - self.longest + 1)
-        while True:
-            found = self._starts.search(data, start)
-            if found is None:
-                return None
-            at = found.start()
-            if data[at:] in self._prefixes:
-                return at
-            start = at + 1
+        return _partial_at(data, pos, self.longest, self._starts, self._prefixes)
 
     def _text_partial_at(self, text: str, pos: int) -> int | None:
         """`_partial_at` for text: the first offset >= `pos` that could begin a text form."""
         assert self._text_starts is not None
-        start = max(pos, len(text) - self.longest_text + 1)
-        while True:
-            found = self._text_starts.search(text, start)
-            if found is None:
-                return None
-            at = found.start()
-            if text[at:] in self._text_prefixes:
-                return at
-            start = at + 1
+        return _partial_at(text, pos, self.longest_text, self._text_starts, self._text_prefixes)
+
+
+def _partial_at(
+    data: AnyStr, pos: int, longest: int, starts: re.Pattern[AnyStr], prefixes: frozenset[AnyStr]
+) -> int | None:
+    """The first offset >= `pos` from which `data` to its end is one of `prefixes`."""
+    start = max(pos, len(data) - longest + 1)
+    while True:
+        found = starts.search(data, start)
+        if found is None:
+            return None
+        at = found.start()
+        if data[at:] in prefixes:
+            return at
+        start = at + 1
 
 
 @functools.lru_cache(maxsize=64)
