@@ -39,6 +39,7 @@ __all__ = ["CleanStream", "Cleaner", "client_json", "utf8_safe", "utf8_size"]
 log = logging.getLogger("llmchat.proxy")
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
 _MEMO_LENGTH: Final = 200
 _MEMO_SIZE: Final = 64
 
@@ -77,13 +78,16 @@ class Cleaner:
 
     def tree(self, value: Any) -> Any:
         """`value` (decoded JSON) with every string, keys included, cleaned; a new tree."""
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             return self.text(value)
-        if isinstance(value, Mapping):
+        if kind in _SCALARS:
+            return value
+        if kind is dict or isinstance(value, Mapping):
             return {self.tree(k): self.tree(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
+        if kind is list or isinstance(value, tuple):
             return [self.tree(v) for v in value]
-        return value
+        return self.text(value) if isinstance(value, str) else value
 
 
 def client_json(obj: Any, redactor: Redactor) -> bytes:
@@ -156,39 +160,49 @@ class CleanStream:
             return b""
 
     def _delta(self, chunk: Any) -> bytes:
-        if not isinstance(chunk, Mapping):
-            return bytes(self._inner.delta(chunk))
-        choices = chunk.get("choices")
-        choices = choices if isinstance(choices, list) else []
-        choice = choices[0] if choices else None
-        if not isinstance(choice, Mapping) or not isinstance(choice.get("delta"), Mapping):
+        """Clean one decoded chunk (`openai_chunk`'s shape) on copies, then translate it.
+
+        The members that shape has are cleaned one by one (the per-token path);
+        anything else is cleaned as a whole tree.
+        """
+        if type(chunk) is not dict:
             return bytes(self._inner.delta(self._cleaner.tree(chunk)))
-        delta = dict(choice["delta"])
-        final = choice.get("finish_reason") is not None
-        says = {name for name, value in delta.items() if value}
+        text, tree = self._cleaner.text, self._cleaner.tree
+        chunk = dict(chunk)
+        for key, value in chunk.items():
+            if type(value) is str:
+                chunk[key] = text(value)
+            elif key != "choices" and key != "usage":
+                chunk[key] = tree(value)  # usage is numbers: the translators read only those
+        choices = chunk.get("choices")
+        choice = choices[0] if type(choices) is list and choices else None
+        delta = choice.get("delta") if type(choice) is dict else None
+        if choice is None or type(delta) is not dict:
+            chunk["choices"] = tree(choices)
+            return bytes(self._inner.delta(chunk))
+        choice, delta = dict(choice), dict(delta)
+        reason = choice.get("finish_reason")
+        if type(reason) is str:
+            choice["finish_reason"] = text(reason)
+        final = reason is not None
+        says = False
+        for key, value in delta.items():
+            says = says or bool(value)
+            window = self._windows.get(key)
+            if window is None:
+                delta[key] = tree(value)
+            elif type(value) is str and value:
+                piece = window.feed(utf8_safe(value))
+                delta[key] = piece + window.flush() if final else piece
         out = b""
         for name, window in self._windows.items():
             # A tail held for one field goes out, before this chunk, once another
             # field speaks or the answer ends: it was no key's start after all.
-            if window.holding and name not in says and (final or says):
+            if window.holding and (final or says) and not delta.get(name):
                 out += self._flush(chunk, name)
-            piece = delta.get(name)
-            if isinstance(piece, str) and piece:
-                text = window.feed(utf8_safe(piece))
-                if final:
-                    text += window.flush()
-                delta[name] = text
-        rest = {k: v for k, v in chunk.items() if k != "choices"}
-        cleaned = self._cleaner.tree(rest)
-        others = {k: v for k, v in choice.items() if k != "delta"}
-        cleaned_delta = {
-            k: (v if k in self._windows else self._cleaner.tree(v)) for k, v in delta.items()
-        }
-        cleaned["choices"] = [
-            {**self._cleaner.tree(others), "delta": cleaned_delta},
-            *self._cleaner.tree(choices[1:]),
-        ]
-        return out + bytes(self._inner.delta(cleaned))
+        choice["delta"] = delta
+        chunk["choices"] = [choice, *tree(choices[1:])] if len(choices) > 1 else [choice]
+        return out + bytes(self._inner.delta(chunk))
 
     def _flush(self, chunk: Mapping[str, Any] | None, only: str | None) -> bytes:
         """What a field's held tail becomes, as a delta of its own (every field's for None)."""
