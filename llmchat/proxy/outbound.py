@@ -25,6 +25,7 @@ per string.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ __all__ = ["CleanStream", "Cleaner", "client_json", "utf8_safe", "utf8_size"]
 log = logging.getLogger("llmchat.proxy")
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SCALARS: Final = frozenset({int, float, bool, type(None)})
 _MEMO_LENGTH: Final = 200
 _MEMO_SIZE: Final = 64
@@ -189,7 +191,9 @@ class CleanStream:
         for key, value in delta.items():
             says = says or bool(value)
             window = self._windows.get(key)
-            if window is None:
+            if key == "tool_calls":
+                delta[key] = self._calls(value)
+            elif window is None:
                 delta[key] = tree(value)
             elif type(value) is str and value:
                 piece = window.feed(utf8_safe(value))
@@ -203,6 +207,23 @@ class CleanStream:
         choice["delta"] = delta
         chunk["choices"] = [choice, *tree(choices[1:])] if len(choices) > 1 else [choice]
         return out + bytes(self._inner.delta(chunk))
+
+    def _calls(self, calls: Any) -> Any:
+        """Tool-call fragments cleaned; arguments are JSON text, and a lone surrogate escaped
+        in them is replaced too (a face that sends them as an object parses them)."""
+        cleaned = self._cleaner.tree(calls)
+        for call in cleaned if type(cleaned) is list else ():
+            function = call.get("function") if type(call) is dict else None
+            arguments = function.get("arguments") if type(function) is dict else None
+            if function is None or type(arguments) is not str:
+                continue
+            if _ESCAPED_SURROGATE.search(arguments):
+                try:
+                    decoded = json.loads(arguments)
+                except ValueError:
+                    continue  # not JSON: the face's own rule refuses it
+                function["arguments"] = client_json(decoded, self._cleaner.redactor).decode()
+        return cleaned
 
     def _flush(self, chunk: Mapping[str, Any] | None, only: str | None) -> bytes:
         """What a field's held tail becomes, as a delta of its own (every field's for None)."""
