@@ -115,6 +115,8 @@ def stage_costs() -> dict[str, float]:
     from llmchat.protocols.anthropic import AnthropicStream
     from llmchat.protocols.ollama import OllamaStream
     from llmchat.protocols.responses import ResponsesStream
+    from llmchat.proxy.outbound import CleanStream
+    from llmchat.redact import Redactor
 
     chunk = {
         "id": "chatcmpl-x",
@@ -123,7 +125,11 @@ def stage_costs() -> dict[str, float]:
     }
     ollama_stream, anthropic_stream = OllamaStream(MODEL), AnthropicStream(MODEL)
     responses_stream = ResponsesStream({"model": MODEL})
-    anthropic_stream.start()
+    # What every streamed face now writes through: its input cleaned of the key and surrogates.
+    clean = CleanStream(AnthropicStream(MODEL), Redactor.of(()))
+    clean_key = CleanStream(AnthropicStream(MODEL), Redactor.of(["sk-proj/Zx9Qw+bench_7"]))
+    for stream in (anthropic_stream, clean, clean_key):
+        stream.start()
     responses_stream.start()
     line = {
         "model": MODEL,
@@ -134,6 +140,8 @@ def stage_costs() -> dict[str, float]:
     fns: dict[str, Callable[[], Any]] = {
         "ollama delta": lambda: ollama_stream.delta(chunk),
         "anthropic delta": lambda: anthropic_stream.delta(chunk),
+        "clean delta": lambda: clean.delta(chunk),
+        "clean key delta": lambda: clean_key.delta(chunk),
         "responses delta": lambda: responses_stream.delta(chunk),
         "now": ollama_stream._now,
         "wire_json": lambda: wire_json.encode_data(line),

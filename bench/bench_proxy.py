@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, label in (
             ("ollama delta", "`OllamaStream.delta(chunk)`: one content delta to one NDJSON line"),
             ("anthropic delta", "`AnthropicStream.delta(chunk)`: one `text_delta` event"),
+            ("clean delta", "the same through `CleanStream` (the proxy's path), no upstream key"),
+            ("clean key delta", "the same through `CleanStream`, with an upstream key to scrub"),
             (
                 "responses delta",
                 "`ResponsesStream.delta(chunk)`: one `response.output_text.delta` event",

@@ -20,7 +20,7 @@ import json
 import re
 import traceback
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import AnyStr, Final
 from urllib.parse import quote, quote_plus
 
 from .errors import InvalidArgumentError, InvalidTypeError
@@ -30,6 +30,7 @@ __all__ = [
     "SENSITIVE_HEADERS",
     "Redactor",
     "StreamScrubber",
+    "TextScrubber",
     "check_secret",
     "redact_headers",
     "secret_forms",
@@ -135,6 +136,11 @@ class Redactor:
         )
         firsts = b"".join(re.escape(bytes([b])) for b in sorted({f[0] for f in self.byte_forms}))
         self._starts = re.compile(b"[" + firsts + b"]") if firsts else None
+        # The same for text (`TextScrubber`): decoded deltas are scrubbed as text.
+        self.longest_text = max((len(form) for form in ordered), default=0)
+        self._text_prefixes = frozenset(form[:n] for form in ordered for n in range(1, len(form)))
+        text_firsts = "".join(re.escape(c) for c in sorted({form[0] for form in ordered}))
+        self._text_starts = re.compile("[" + text_firsts + "]") if text_firsts else None
 
     @classmethod
     def of(cls, secrets: Iterable[str]) -> Redactor:
@@ -165,9 +171,17 @@ class Redactor:
         """`exc` with its traceback, as a log line's text, scrubbed."""
         return self.text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
+    def found_in(self, data: bytes) -> bool:
+        """True when some form of a secret is in `data` (one scan; False without secrets)."""
+        return self._bytes is not None and self._bytes.search(data) is not None
+
     def stream(self) -> StreamScrubber:
         """A new push scrubber for one byte stream."""
         return StreamScrubber(self)
+
+    def text_stream(self) -> TextScrubber:
+        """A new push scrubber for one text stream (a field's deltas, decoded)."""
+        return TextScrubber(self)
 
     # -- used by StreamScrubber --------------------------------------------
 
@@ -178,15 +192,27 @@ class Redactor:
     def _partial_at(self, data: bytes, pos: int) -> int | None:
         """The first offset >= `pos` from which `data` to its end could begin a form."""
         assert self._starts is not None
-        start = max(pos, len(data) - self.longest + 1)
-        while True:
-            found = self._starts.search(data, start)
-            if found is None:
-                return None
-            at = found.start()
-            if data[at:] in self._prefixes:
-                return at
-            start = at + 1
+        return _partial_at(data, pos, self.longest, self._starts, self._prefixes)
+
+    def _text_partial_at(self, text: str, pos: int) -> int | None:
+        """`_partial_at` for text: the first offset >= `pos` that could begin a text form."""
+        assert self._text_starts is not None
+        return _partial_at(text, pos, self.longest_text, self._text_starts, self._text_prefixes)
+
+
+def _partial_at(
+    data: AnyStr, pos: int, longest: int, starts: re.Pattern[AnyStr], prefixes: frozenset[AnyStr]
+) -> int | None:
+    """The first offset >= `pos` from which `data` to its end is one of `prefixes`."""
+    start = max(pos, len(data) - longest + 1)
+    while True:
+        found = starts.search(data, start)
+        if found is None:
+            return None
+        at = found.start()
+        if data[at:] in prefixes:
+            return at
+        start = at + 1
 
 
 @functools.lru_cache(maxsize=64)
@@ -233,4 +259,44 @@ class StreamScrubber:
     def flush(self) -> bytes:
         """What is still held at the end of the stream (it was no form after all)."""
         held, self._held = self._held, b""
+        return held
+
+
+class TextScrubber:
+    """`StreamScrubber` for text: `feed(str) -> str`, `flush() -> str`.
+
+    For a field that arrives in decoded pieces (a streamed answer's text or
+    reasoning deltas), where a secret split across two pieces must still be
+    caught. It holds back only a tail that could begin a form; the output
+    equals `Redactor.text` of the whole text, however it was split. No I/O.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = ""
+
+    @property
+    def holding(self) -> bool:
+        """True while a tail is held back (it may yet turn out to begin a secret)."""
+        return bool(self._held)
+
+    def feed(self, text: str) -> str:
+        """The text that can be passed on now (maybe less than given, maybe more)."""
+        redactor = self._redactor
+        if not redactor:
+            return text
+        buf = self._held + text if self._held else text
+        if redactor._text is not None and redactor._text.search(buf) is not None:
+            buf = redactor._text.sub(REDACTED, buf)
+        hold = redactor._text_partial_at(buf, 0)
+        # A REDACTED inserted before the tail is no form's start: only the tail matters.
+        if hold is None:
+            self._held = ""
+            return buf
+        self._held = buf[hold:]
+        return buf[:hold]
+
+    def flush(self) -> str:
+        """What is still held at the end of the text (it was no form after all)."""
+        held, self._held = self._held, ""
         return held

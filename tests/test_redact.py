@@ -174,3 +174,29 @@ def test_gemini_key_header_is_redacted() -> None:
 
     got = redact_headers({"X-Goog-Api-Key": "k-123", "Accept": "text/event-stream"})
     assert got == {"X-Goog-Api-Key": "[redacted]", "Accept": "text/event-stream"}
+
+
+_TEXT_PIECES = st.sampled_from(
+    ["the key ", "x", "s", "é", "Bearer ", "%2F", "\n"]
+    + list(FORMS.values())
+    + [KEY[:n] for n in range(1, len(KEY))]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT_PIECES, max_size=12))
+def test_text_stream_equals_whole_at_every_split_point(pieces: list[str]) -> None:
+    """A streamed answer's text deltas: a key split across any of them is still caught."""
+    redactor = Redactor.of([KEY])
+    scrubber = redactor.text_stream()
+    out = "".join(scrubber.feed(piece) for piece in pieces) + scrubber.flush()
+    assert out == redactor.text("".join(pieces))
+    assert not scrubber.holding
+
+
+def test_text_stream_holds_back_only_a_possible_start() -> None:
+    scrubber = Redactor.of([KEY]).text_stream()
+    assert scrubber.feed("hello sk-te") == "hello "
+    assert scrubber.holding
+    assert scrubber.feed("st/A+b=c_d bye") == REDACTED + " bye"
+    assert scrubber.feed("no tail") == "no tail" and not scrubber.holding

@@ -18,8 +18,10 @@ from ..protocols.anthropic import AnthropicStream, stop_reason_for
 from ..protocols.ollama import OllamaStream
 from ..protocols.translator import MALFORMED
 from ..protocols.usage_counts import usage_counts
+from ..redact import Redactor
 from ..response import Response
 from . import anthropic_face, ollama_face
+from .outbound import CleanStream
 from .overflow import context_overflow
 from .upstream import Failure, client_message, failure_of, is_truncation, openai_chunk
 
@@ -31,7 +33,16 @@ __all__ = ["Answer", "AnthropicAnswer", "OllamaAnswer"]
 class Answer:
     """How a proxied Response reaches one face's client: a stream translator, or one body."""
 
-    def stream(self) -> Any:
+    redactor: Redactor = Redactor.of(())
+    """The upstream's key forms; the app sets it before any answer is written."""
+
+    def stream(self) -> CleanStream:
+        """The face's translator, behind the one door every streamed event goes through:
+        its input cleaned of the key and of lone surrogates, its failures in band."""
+        return CleanStream(self.translator(), self.redactor)
+
+    def translator(self) -> Any:
+        """The face's own stream translator (`stream` is what writes with it)."""
         raise NotImplementedError
 
     def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
@@ -74,7 +85,7 @@ class OllamaAnswer(Answer):
         # "think": false asks for no reasoning; a server may reason anyway, so hide it.
         self.thinking = body.get("think") is not False
 
-    def stream(self) -> OllamaStream:
+    def translator(self) -> OllamaStream:
         return OllamaStream(self.model, shape=self.shape)
 
     def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
@@ -151,7 +162,7 @@ class AnthropicAnswer(Answer):
             return Failure(502, _UNUSABLE, "response")
         return None
 
-    def stream(self) -> AnthropicStream:
+    def translator(self) -> AnthropicStream:
         return AnthropicStream(self.model, max_tokens=self.max_tokens)
 
     def failure(self, response: Response) -> Failure:

@@ -148,6 +148,7 @@ class AnthropicRoutes:
     ) -> Iterable[bytes]:
         app = self._app
         exchange.event.stream = True
+        answer.redactor = app.upstream.redactor()
         if app.upstream.inference is None:
             watched = app._start(exchange, request)
             if isinstance(watched, list):

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .. import wire_json
 from ..redact import check_secret
 from ..response import Response
 from . import openai_routes, responses_routes
@@ -28,13 +27,10 @@ from .client_body import TOO_DEEP, ClientError, read_json
 from .client_exchange import ClientExchange
 from .hangup import HangupWatch, client_socket
 from .ollama_routes import OllamaRoutes
+from .outbound import Cleaner, client_json, utf8_size
 from .retry_advice import log_refusal
 from .shapes import error_body, face_of
-from .upstream import (
-    Call,
-    Failure,
-    Upstream,
-)
+from .upstream import Call, Failure, Upstream, client_message
 from .usage import CLIENT_ABORT_STATUS, UsageLog
 from .usage_fields import UNKNOWN_ROUTE
 from .usage_store import key_id_of, store_of
@@ -203,7 +199,7 @@ class ProxyApp:
         obj: Any,
         extra: Iterable[tuple[str, str]] = (),
     ) -> list[bytes]:
-        data = wire_json.encode_data(obj)
+        data = client_json(obj, self.upstream.redactor())  # the length is the cleaned body's
         exchange.begin(status, "application/json", [("Content-Length", str(len(data))), *extra])
         self._record(exchange)
         return [data]
@@ -236,6 +232,9 @@ class ProxyApp:
         return self._json(exchange, status, body, extra)
 
     def _record(self, exchange: ClientExchange) -> None:
+        event = exchange.event
+        if event.model:  # the upstream's name for its model: it reaches the logs
+            event.model = Cleaner(self.upstream.redactor()).text(event.model)
         exchange.event.duration_ms = round((time.monotonic() - exchange.started) * 1000, 3)
         self.usage.emit(exchange.event)
 
@@ -285,6 +284,7 @@ class ProxyApp:
     ) -> Iterable[bytes]:
         stream = bool(request.get("stream"))
         exchange.event.stream = stream
+        answer.redactor = self.upstream.redactor()
         started = self._start(exchange, request)
         if isinstance(started, list):
             return started
@@ -300,7 +300,7 @@ class ProxyApp:
             if refused is not None:
                 return self._upstream_error(exchange, refused, watch)
             self._count(exchange, response)
-            return self._json(exchange, 200, answer.body(response))
+            return self._answer(exchange, answer, response)
         chunks = iter(response)
         first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
         if first is None:
@@ -319,6 +319,20 @@ class ProxyApp:
             chunks,
             watch,
         )
+
+    def _answer(self, exchange: ClientExchange, answer: Answer, response: Response) -> list[bytes]:
+        """The whole body for a settled `response`; a 502 in the face's shape if it cannot be
+        written: the upstream's answer, never the client's request, is at fault by now."""
+        try:
+            body = answer.body(response)
+            data = client_json(body, answer.redactor)
+        except Exception as exc:
+            log.warning("the upstream's answer could not be written (%s)", type(exc).__name__)
+            failure = Failure(502, client_message("response", None), "response")
+            return self._error(exchange, 502, failure.message, "response", failure=failure)
+        exchange.begin(200, "application/json", [("Content-Length", str(len(data)))])
+        self._record(exchange)
+        return [data]
 
     def _ended_early(
         self, exchange: ClientExchange, response: Response, answer: Answer, watch: HangupWatch
@@ -363,7 +377,7 @@ class ProxyApp:
         event = exchange.event
         event.input_tokens = response.prompt_tokens
         event.output_tokens = response.completion_tokens
-        event.content_bytes = len(response.msg.encode("utf-8"))
+        event.content_bytes = utf8_size(response.msg)
         if response.model and not event.model:
             event.model = response.model
 

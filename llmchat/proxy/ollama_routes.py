@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import wire_json
 from ..errors import InvalidArgumentError
 from . import ollama_embed, ollama_face
 from .answers import OllamaAnswer
 from .embeddings import Embeddings, fetch_embeddings
 from .hangup import HangupWatch, client_socket
 from .ollama_models import model_info, speaks_llama_cpp
+from .outbound import client_json
 from .upstream import Relay, UpstreamUnavailable, client_message
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class OllamaRoutes:
         loaded = answer.loaded(_unloading(body))
         if not request.get("stream"):
             return self._app._json(exchange, 200, loaded)
-        data = wire_json.encode_data(loaded) + b"\n"
+        data = client_json(loaded, self._app.upstream.redactor()) + b"\n"
         exchange.event.stream = True
         exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
         self._app._record(exchange)

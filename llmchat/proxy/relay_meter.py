@@ -13,6 +13,7 @@ from ..completion import parse_completion, usage_fields
 from ..pipeline.accumulate import Accumulator
 from ..sse import EventTooLarge, SSEDecoder
 from ..transport import decode_body, parse_json
+from .outbound import utf8_size
 from .upstream import RelayBroken
 
 __all__ = ["RelayMeter"]
@@ -56,7 +57,7 @@ class RelayMeter:
             return
         self._usage(payload)
         completion = parse_completion(payload)
-        self.content_bytes = len(completion.text.encode("utf-8"))
+        self.content_bytes = utf8_size(completion.text)
         self.finished = completion.finish_reason is not None
 
     def _events(self, events: list[Any]) -> None:
@@ -70,7 +71,7 @@ class RelayMeter:
             if parser.payload is not None:
                 self._usage(parser.payload)
             for chunk in chunks:
-                self.content_bytes += len(chunk.content.encode("utf-8"))
+                self.content_bytes += utf8_size(chunk.content)
         self.finished = parser.done or parser.finished
 
     def _usage(self, payload: dict[str, Any]) -> None:

@@ -58,7 +58,7 @@ class ResponsesAnswer(Answer):
     def __init__(self, echo: Echo) -> None:
         self.echo = echo
 
-    def stream(self) -> ResponsesStream:
+    def translator(self) -> ResponsesStream:
         return ResponsesStream(self.echo, keep=responses_memo.remember)
 
     def refused(self, response: Response) -> Failure | None:
