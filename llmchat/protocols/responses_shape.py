@@ -13,11 +13,11 @@ stream and the whole-body answer read them here, so both shape items alike.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .. import fastjson
 from .responses_objects import Echo, custom_tool_call_item, function_call_item, reasoning_item
 
 __all__ = ["CALLS", "CARRY", "SUMMARY", "Declared", "OutputShape", "custom_input"]
@@ -48,7 +48,7 @@ def custom_input(arguments: str) -> str | None:
     still understood when the object holds exactly one string.
     """
     try:
-        decoded = json.loads(arguments)
+        decoded = fastjson.loads(arguments)
     except ValueError:
         return None
     if not isinstance(decoded, dict):
