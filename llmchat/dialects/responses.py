@@ -179,7 +179,7 @@ class ResponsesDialect(Dialect):
                 self._take_item(item, out, skip)
         self._cite(payload_citations(response), out)
         reason, provider, error = finish_state(response, has_calls=bool(self._calls), status=status)
-        out.finish_reason, out.error = reason, error
+        out.finish_reason, out.error = reason, error or out.error  # a conflicting call id's
         out.provider_reason = provider if provider != reason else None
         if error is not None and reason is None:
             out.choice = False  # a background response: nothing of an answer yet
