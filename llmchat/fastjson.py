@@ -21,8 +21,8 @@ comes from a server llmchat does not trust (spec: HOSTILE JSON):
 - **UTF-8.** A lone surrogate escape (``"\\ud800"``) is read as U+FFFD, in
   values and keys alike: every string a decoder produces can be encoded to
   UTF-8 (a proxy face, a log line, a re-sent request). Escaped pairs are still
-  joined into one character. Only a document whose text holds ``\\ud`` (any
-  case) is walked for it, so the per-token path pays one substring test.
+  joined into one character. Only a document whose text holds such an escape
+  is walked for it, so the per-token path pays one substring test.
 
 ``LLMCHAT_JSON`` picks the parser when llmchat is imported: unset, empty or
 ``auto`` (orjson if installed), ``stdlib``, or ``orjson`` (an ImportError when
@@ -74,10 +74,13 @@ def _guarded(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
     def loads(text: str) -> Any:
         value = parse(text)
-        # Cheap tests first (C substring scans): the walk runs only for a
-        # document that could be too deep or could hold a surrogate escape.
-        deep = text.count("[") + text.count("{") > MAX_DEPTH
-        surrogates = "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
+        # Cheap tests first: the walk runs only for a document that could be
+        # too deep (long enough, and enough brackets) or could hold a surrogate
+        # escape (a backslash, found by memchr, then the regex). A stream
+        # frame is shorter than 2 * MAX_DEPTH, so it pays one memchr in the
+        # common case.
+        deep = len(text) > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH
+        surrogates = "\\" in text and _SURROGATE_ESCAPE.search(text) is not None
         if deep or surrogates:
             return _walk(value, surrogates=surrogates)
         return value
