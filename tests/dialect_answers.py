@@ -46,11 +46,23 @@ def backend(name: str, url: str) -> Any:
     return BACKENDS[name](url.removesuffix("/v1"))
 
 
-def answer(dialect: str, stream: bool, *, prompt: str = "3", completion: str = "4") -> Reply:
-    """The whole answer as a 200 `Reply`; `prompt`/`completion` are raw JSON count literals."""
+def answer(
+    dialect: str,
+    stream: bool,
+    *,
+    prompt: str = "3",
+    completion: str = "4",
+    surrogates: bool = True,
+) -> Reply:
+    """The whole answer as a 200 `Reply`; `prompt`/`completion` are raw JSON count literals.
+
+    With `surrogates` False the surrogate markers are left out (plain text).
+    """
     build = _BUILDERS["openai" if dialect == "koboldcpp" else dialect]
     pieces = build(stream)
     texts = [_raw(p, prompt, completion) for p in pieces]
+    if not surrogates:
+        texts = [t.replace("\\\\ud800", "").replace("\\ud800", "") for t in texts]
     if not stream:
         return Reply(200, [("Content-Type", "application/json")], texts[0])
     if dialect == "ollama":

@@ -17,14 +17,17 @@ Anthropic, Gemini, Ollama), blocking and streamed:
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
+import requests
 
 from llmchat import OpenAICommon
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 
 from .dialect_answers import BACKENDS, answer, run
+from .proxy_support import proxy_over
 
 DIALECTS = list(BACKENDS)
 MODES = {"blocking": False, "stream": True}
@@ -136,3 +139,16 @@ def test_a_count_that_is_not_a_count_is_unknown(dialect: str, mode: str) -> None
         assert response.total_tokens is None, literal
         for value in _count_values(response.usage):
             assert value is None or (type(value) is int and 0 <= value < 2**53), response.usage
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_negative_upstream_count_never_leaves_the_proxy(stream: bool) -> None:
+    reply = answer("openai", stream, prompt="-5", completion="-5", surrogates=False)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    with proxy_over(lambda r: reply) as (url, _):
+        answered = requests.post(url + "/api/chat", json=body, timeout=10)
+    assert answered.status_code == 200
+    last = [json.loads(line) for line in answered.text.splitlines() if line.strip()][-1]
+    assert last["done"] is True and last["message"]["content"] in ("text ", "")
+    for key in ("prompt_eval_count", "eval_count"):
+        assert type(last[key]) is int and last[key] >= 0, last
