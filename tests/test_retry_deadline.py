@@ -16,11 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import requests
 
 from llmchat.backends.openai_common import OpenAICommon
 from llmchat.errors import InvalidArgumentError, InvalidTypeError
 from llmchat.retry import Exhausted, Inference, TimedOut
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer, Stall
+
+from .proxy_support import running_proxy
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 BOUND = 10.0  # far below the 30 s the server asks for
@@ -76,8 +79,12 @@ def test_a_too_long_retry_after_moves_on_to_the_next_backend() -> None:
         result: dict[str, Any] = {}
 
         def target() -> None:
-            result["response"] = inference.run(MESSAGES)
-            done.set()
+            try:
+                result["response"] = inference.run(MESSAGES)
+            except BaseException as exc:  # the old rule's sleep, cancelled below
+                result["exc"] = exc
+            finally:
+                done.set()
 
         threading.Thread(target=target, daemon=True).start()
         try:
@@ -101,3 +108,15 @@ def test_deadline_is_checked_before_any_request() -> None:
         Inference([backend], deadline=0)
     with pytest.raises(InvalidTypeError, match="deadline"):
         Inference([backend], deadline="5")  # type: ignore[arg-type]
+
+
+def test_the_proxy_keeps_its_chains_deadline() -> None:
+    with ScriptedServer(Reply(before_headers=[Stall()])) as upstream:
+        chain = Inference([OpenAICommon(upstream, model="m")], timeout=60, deadline=0.5)
+        with running_proxy(chain) as url:
+            answered = requests.post(  # a face that runs the chain (the relay does not)
+                url + "/api/chat",
+                json={"model": "m", "messages": MESSAGES, "stream": False},
+                timeout=BOUND,  # the proxy's own 60 s attempt timeout would trip this
+            )
+    assert answered.status_code == 504
