@@ -11,6 +11,19 @@ the stdlib's.
 ``tests/test_fastjson.py`` checks the two agree on the cases where they could
 differ.
 
+Two rules hold for every document either parser reads, because received JSON
+comes from a server llmchat does not trust (spec: HOSTILE JSON):
+
+- **Depth.** A document nested deeper than `MAX_DEPTH` arrays/objects is not
+  read: a `ValueError`, never the stdlib's `RecursionError`, so each caller's
+  "not JSON" path (a failed Response, ``response``) holds for it, and nothing
+  parsed is too deep for a later recursive walk or encoder.
+- **UTF-8.** A lone surrogate escape (``"\\ud800"``) is read as U+FFFD, in
+  values and keys alike: every string a decoder produces can be encoded to
+  UTF-8 (a proxy face, a log line, a re-sent request). Escaped pairs are still
+  joined into one character. Only a document whose text holds such an escape
+  is walked for it, so the per-token path pays one substring test.
+
 ``LLMCHAT_JSON`` picks the parser when llmchat is imported: unset, empty or
 ``auto`` (orjson if installed), ``stdlib``, or ``orjson`` (an ImportError when
 it is not installed). `use` switches at run time (tests and benchmarks).
@@ -20,12 +33,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["ENV_VAR", "active", "available", "loads", "use"]
+__all__ = ["ENV_VAR", "MAX_DEPTH", "active", "available", "loads", "use"]
 
 ENV_VAR: Final = "LLMCHAT_JSON"
+MAX_DEPTH: Final = 256
+"""Deepest nesting of arrays and objects read; no provider sends more than a few dozen."""
 _CHOICES: Final = ("auto", "stdlib", "orjson")
 
 _orjson: Any
@@ -38,12 +54,74 @@ except ImportError:  # the `fast` extra is not installed
 def _stdlib_loads(text: str) -> Any:
     """`json.loads(text)`, without its two whitespace regex passes in the common case."""
     try:
-        value, end = _raw_decode(text)
-    except ValueError:
-        return json.loads(text)  # leading whitespace, or really not JSON: loads decides
+        try:
+            value, end = _raw_decode(text)
+        except ValueError:
+            return json.loads(text)  # leading whitespace, or really not JSON: loads decides
+    except RecursionError:
+        raise _too_deep() from None
     if end != len(text) and text[end:].strip(_WHITESPACE):
         return json.loads(text)  # extra data after the value: loads raises its own error
     return value
+
+
+def _too_deep() -> ValueError:
+    return ValueError(f"JSON nested more than {MAX_DEPTH} levels deep is not read")
+
+
+def _guarded(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse` under the depth and UTF-8 rules of this module (see its docstring)."""
+
+    def loads(text: str) -> Any:
+        value = parse(text)
+        # Cheap tests first: the walk runs only for a document that could be
+        # too deep (long enough, and enough brackets) or could hold a surrogate
+        # escape (a backslash, found by memchr, then the regex). A stream
+        # frame is shorter than 2 * MAX_DEPTH, so it pays one memchr in the
+        # common case.
+        deep = len(text) > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH
+        surrogates = "\\" in text and _SURROGATE_ESCAPE.search(text) is not None
+        if deep or surrogates:
+            return _walk(value, surrogates=surrogates)
+        return value
+
+    return loads
+
+
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _walk(root: Any, *, surrogates: bool) -> Any:
+    """Refuse nesting past `MAX_DEPTH`; with `surrogates`, replace lone ones in place."""
+    if type(root) is str:
+        return _clean(root) if surrogates else root
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        if type(node) is dict:
+            if surrogates and any(_SURROGATE.search(key) for key in node):
+                members = [(_clean(key), value) for key, value in node.items()]
+                node.clear()  # rebuilt in place, so its parent's reference stays good
+                node.update(members)
+            items: Any = node.items()
+        elif type(node) is list:
+            items = enumerate(node)
+        else:
+            continue
+        for slot, child in list(items):
+            if type(child) is str:
+                if surrogates:
+                    node[slot] = _clean(child)
+            elif type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
+    return root
 
 
 _WHITESPACE: Final = " \t\n\r"  # JSON's whitespace (RFC 8259), which is all json.loads skips
@@ -91,9 +169,9 @@ def use(name: str) -> None:
             f"{ENV_VAR}=orjson, but orjson is not installed (pip install llmchat[fast])"
         )
     if name == "stdlib" or _orjson is None:
-        loads, _active = _stdlib_loads, "stdlib"
+        loads, _active = _guarded(_stdlib_loads), "stdlib"
     else:
-        loads, _active = _make_orjson_loads(_orjson.loads), "orjson"
+        loads, _active = _guarded(_make_orjson_loads(_orjson.loads)), "orjson"
 
 
 def active() -> str:

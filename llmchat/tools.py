@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from . import fastjson
+
 __all__ = ["ToolCall", "ToolCallAssembler"]
 
 
@@ -82,7 +84,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, bool]:
     if not isinstance(raw, str):
         return {}, json.dumps(raw), True
     try:
-        value = json.loads(raw)
+        value = fastjson.loads(raw)
     except ValueError:
         return {}, raw, True
     if not isinstance(value, dict):

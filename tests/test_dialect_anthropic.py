@@ -136,11 +136,12 @@ def test_undecodable_tool_input_is_kept_and_flagged() -> None:
     assert (call.arguments, call.arguments_json, call.arguments_undecodable) == ({}, '{"a":', True)
 
 
-def test_a_tool_block_never_stopped_lands_on_the_finish() -> None:
+def test_a_tool_block_never_stopped_is_a_failure_not_a_call() -> None:
     d = AnthropicMessages()
     d.decode(start(0, {"type": "tool_use", "id": "t", "name": "f"}))
     out = as_delta(d.decode(message_delta("tool_use", output_tokens=3)))
-    assert out.calls == [ToolCall("f", {}, "t")] and out.finish_reason == "tool_calls"
+    assert out.calls is None and out.finish_reason == "tool_calls"
+    assert out.error is not None and "never ended" in out.error
 
 
 def test_citations_accumulate_and_each_delta_carries_all_so_far() -> None:

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from ..errors import ERROR_CLASSES, InvalidArgumentError, InvalidTypeError
 from ..tools import ToolCall
+from ..transport.exceptions import ScriptedFailure
 from ..transport.mock_script import (
     MockResponse,
     Piece,
@@ -65,6 +66,12 @@ def error_answer(reply: Reply, before: list[Step], stream: bool) -> MockResponse
         if reply.err is None:
             return MockResponse(status, before_headers=before)
         return MockResponse.error(status, reply.err, before_headers=before)
+    if reply.error_class in ("timeout", "connection") and reply.err is not None:
+        # The scripted text is the Response's err, as the docstring promises.
+        scripted = ScriptedFailure(
+            "timeout" if reply.error_class == "timeout" else "connection", reply.err
+        )
+        return MockResponse(before_headers=[*before, Raise(scripted)])
     if reply.error_class == "timeout":
         return MockResponse(before_headers=[*before, TimedOut()])
     if reply.error_class == "connection":

@@ -102,15 +102,15 @@ class MockBackend(OpenAICommon):
       (default 500) with a JSON error body whose message is ``err``
       (without ``err``, an empty body: ``err`` is ``"HTTP <status>"``);
     - ``timeout``: no headers within ``headers_timeout`` (at once, without
-      the wait): ``err`` is ``"No response headers within …"``;
-    - ``connection``: the connection is refused (``"Connection refused"``);
+      the wait): ``err`` is the scripted ``err``, else ``"No response headers within …"``;
+    - ``connection``: the connection fails before a response: ``err`` is the
+      scripted ``err``, else ``"Connection refused"``;
     - ``response``: an in-band error (``{"error": {"message": err}}``) in a
       200 body or as a stream event; ``err`` is kept;
     - ``unknown``: the transport raises ``RuntimeError(err)``
       (``err`` is ``"RuntimeError: <err>"``).
 
-    A scripted ``err`` for ``timeout`` or ``connection`` is not on the wire
-    and is ignored. Unknown keys or bad values raise `ValueError`/`TypeError`
+    Unknown keys or bad values raise `ValueError`/`TypeError`
     at construction.
 
     When the script runs out, the call is still recorded and the mock server

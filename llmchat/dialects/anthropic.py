@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..tools import ToolCall, decode_arguments
-from .base import Delta, Dialect, inband_error, is_count
+from .base import Delta, Dialect, inband_error, is_count, usage_block
 
 __all__ = ["STOP_REASONS", "AnthropicMessages", "finish_reason_of", "usage_fields"]
 
@@ -142,7 +142,12 @@ class AnthropicMessages(Dialect):
         if not isinstance(block, Mapping):
             return ""
         state = _Block(block)
-        self._blocks[payload.get("index")] = state
+        index = payload.get("index")
+        if index in self._blocks:
+            # Which deltas belong to which block is unknowable now: a failure,
+            # never one block silently replacing the other (spec: TOOL-CALL IDENTITY).
+            return Delta(error=f"content block {index!r} started again while still open", end=True)
+        self._blocks[index] = state
         if state.kind == "text":
             text = block.get("text")
             return text if isinstance(text, str) else ""
@@ -185,13 +190,19 @@ class AnthropicMessages(Dialect):
         return Delta(parts=[part], choice=True) if part is not None else ""
 
     def _landed(self, out: Delta) -> Delta:
-        """`out` with every block still open landed on it (a stop that never came)."""
-        calls = [b.call() for b in self._blocks.values() if b.kind == "tool_use"]
+        """`out` with every reasoning block still open landed on it (a stop that never came).
+
+        A ``tool_use`` block still open at the message's end is a failure: its
+        input may be cut anywhere, so it is not handed out as a call (the calls
+        that did end stay on the Response).
+        """
+        unended = [i for i, b in self._blocks.items() if b.kind == "tool_use"]
         parts = [p for b in self._blocks.values() if (p := b.part()) is not None]
         self._blocks.clear()
-        if calls or parts:
-            out.calls = calls or None
-            out.parts = parts or None
+        if unended:
+            out.error = f"tool_use block {unended[0]!r} never ended (no content_block_stop)"
+        if parts:
+            out.parts = parts
             out.choice = True
         return out
 
@@ -278,7 +289,7 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     usage = source.get("usage")
     if not isinstance(usage, Mapping):
         return fields
-    fields["usage"] = dict(usage)
+    fields["usage"] = usage_block(usage)
     read, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
     if is_count(usage.get("input_tokens")):
         fields["prompt_tokens"] = sum(

@@ -9,13 +9,14 @@ subclass (and a request builder); nothing downstream changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 from ..tools import ToolCall
 
-__all__ = ["Delta", "Dialect", "Framing", "inband_error", "is_count"]
+__all__ = ["MAX_COUNT", "Delta", "Dialect", "Framing", "inband_error", "is_count", "usage_block"]
 
 Framing: TypeAlias = Literal["sse", "ndjson"]
 
@@ -112,6 +113,34 @@ def inband_error(error: Any) -> str | None:
     return str(error)
 
 
+MAX_COUNT: Final = 2**53 - 1
+"""The largest count read: every JSON reader (JavaScript too) holds it exactly."""
+
+
 def is_count(value: Any) -> bool:
-    """True for a token count: a non-negative int that is not a bool."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """True for a token count: an int (not a bool) from 0 to `MAX_COUNT`."""
+    return type(value) is int and 0 <= value <= MAX_COUNT
+
+
+def usage_block(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a provider's raw usage block in which every count is a count or None.
+
+    The rule at the decode boundary (spec: TOKEN COUNTS): a member whose name
+    says it is a count (``*tokens``, ``*Tokens``, ``*_count``, ``*Count``, at
+    the top or in a nested details block) and whose value is not a count by
+    `is_count` (negative, a bool, a float, a string, past `MAX_COUNT`) is read
+    as None: unknown. Nothing downstream (`Response.usage`, a proxy face's
+    ``eval_count``, the usage store) then sees ``-5``. Other members are kept.
+    """
+    out = dict(usage)
+    for key, value in out.items():
+        if type(value) is dict:
+            out[key] = usage_block(value)
+        elif type(value) is list:  # Gemini's per-modality details: [{"tokenCount": n}, …]
+            out[key] = [usage_block(item) if type(item) is dict else item for item in value]
+        elif _COUNT_NAME.search(key) and not is_count(value) and value is not None:
+            out[key] = None
+    return out
+
+
+_COUNT_NAME: Final = re.compile(r"(?:tokens|Tokens|_count|Count)$")

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..tools import ToolCall
-from .base import Delta, Dialect, inband_error, is_count
+from .base import Delta, Dialect, inband_error, is_count, usage_block
 from .gemini_calls import PartialCalls, whole_call
 
 __all__ = ["CALL_ID_PREFIX", "FINISH_REASONS", "GeminiContent", "usage_fields"]
@@ -236,7 +236,7 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     usage = payload.get("usageMetadata")
     if not isinstance(usage, Mapping):
         return fields
-    fields["usage"] = dict(usage)
+    fields["usage"] = usage_block(usage)
     for key, name in _USAGE_KEYS:
         if is_count(usage.get(key)):
             fields[name] = usage[key]

@@ -21,11 +21,11 @@
 
 from __future__ import annotations
 
-import json
 import mimetypes
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from .. import fastjson
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, content_text
 
@@ -159,7 +159,7 @@ def _function_call(call: Mapping[str, Any], where: str, by_id: dict[Any, str]) -
         args = dict(raw)
     else:
         try:
-            args = json.loads(raw) if isinstance(raw, str) else None
+            args = fastjson.loads(raw) if isinstance(raw, str) else None
         except ValueError:
             args = None
     if not isinstance(args, dict):
@@ -185,7 +185,7 @@ def _function_response(message: Message, names: dict[str, str], where: str) -> d
         )
     text = message.content if isinstance(message.content, str) else content_text(message.content)
     try:
-        value = json.loads(text)
+        value = fastjson.loads(text)
     except ValueError:
         value = None
     response = value if isinstance(value, dict) else {"result": text}

@@ -24,10 +24,10 @@ What goes where (decisions: /work/notes/ollama.md):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from .. import fastjson
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
 
@@ -353,7 +353,7 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
         return dict(raw)
     if isinstance(raw, str):
         try:
-            value = json.loads(raw)
+            value = fastjson.loads(raw)
         except ValueError:
             value = None
         if isinstance(value, dict):

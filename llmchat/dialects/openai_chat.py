@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final
 
 from ..messages import content_text
 from ..tools import ToolCall
-from .base import Delta, Dialect, inband_error, is_count
+from .base import Delta, Dialect, inband_error, is_count, usage_block
 
 __all__ = [
     "DONE",
@@ -205,7 +205,7 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     usage = payload.get("usage")
     if not isinstance(usage, Mapping):
         return fields
-    fields["usage"] = dict(usage)
+    fields["usage"] = usage_block(usage)
     for key in _USAGE_KEYS:
         if is_count(usage.get(key)):
             fields[key] = usage[key]

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
+from ..tools import ToolCall
 from .base import Delta, Dialect, inband_error
 from .responses_items import (
     DIALECT,
@@ -66,7 +67,8 @@ class ResponsesDialect(Dialect):
     derives_total: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        self._call_keys: set[str] = set()
+        self._calls: dict[str, ToolCall] = {}
+        """The calls handed out, by call id (else item id, else name and arguments)."""
         self._citations: list[str] = []
         self._citation_keys: set[str] = set()
         self._seen: set[str] = set()
@@ -176,10 +178,8 @@ class ResponsesDialect(Dialect):
             if isinstance(item, Mapping):
                 self._take_item(item, out, skip)
         self._cite(payload_citations(response), out)
-        reason, provider, error = finish_state(
-            response, has_calls=bool(self._call_keys), status=status
-        )
-        out.finish_reason, out.error = reason, error
+        reason, provider, error = finish_state(response, has_calls=bool(self._calls), status=status)
+        out.finish_reason, out.error = reason, error or out.error  # a conflicting call id's
         out.provider_reason = provider if provider != reason else None
         if error is not None and reason is None:
             out.choice = False  # a background response: nothing of an answer yet
@@ -206,9 +206,12 @@ class ResponsesDialect(Dialect):
     def _call(self, item: Mapping[str, Any], out: Delta) -> None:
         call = function_call(item)
         key = call.id or _text(item.get("id")) or f"{call.name}:{call.arguments_json}"
-        if key in self._call_keys:
-            return  # the same item done twice
-        self._call_keys.add(key)
+        earlier = self._calls.get(key)
+        if earlier is not None:
+            if earlier != call:  # another call under a used id: never a silent drop
+                out.error = f"two different function calls share the id {key!r}"
+            return  # the same item done twice: one call
+        self._calls[key] = call
         self._seen.add("calls")
         out.calls = [*(out.calls or []), call]
         out.choice = True

@@ -12,7 +12,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..tools import ToolCall
-from .base import inband_error, is_count
+from .base import inband_error, is_count, usage_block
 
 __all__ = [
     "DIALECT",
@@ -230,7 +230,7 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     usage = source.get("usage")
     if not isinstance(usage, Mapping):
         return fields
-    fields["usage"] = dict(usage)
+    fields["usage"] = usage_block(usage)
     for wire, name in _USAGE_KEYS:
         if is_count(usage.get(wire)):
             fields[name] = usage[wire]

@@ -13,11 +13,11 @@ stream and the whole-body answer read them here, so both shape items alike.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..tools import decode_arguments
 from .responses_objects import Echo, custom_tool_call_item, function_call_item, reasoning_item
 
 __all__ = ["CALLS", "CARRY", "SUMMARY", "Declared", "OutputShape", "custom_input"]
@@ -47,11 +47,8 @@ def custom_input(arguments: str) -> str | None:
     The ``input`` string; a model that named the one argument otherwise is
     still understood when the object holds exactly one string.
     """
-    try:
-        decoded = json.loads(arguments)
-    except ValueError:
-        return None
-    if not isinstance(decoded, dict):
+    decoded, _, undecodable = decode_arguments(arguments)  # llmchat's one JSON reader
+    if undecodable:
         return None
     value = decoded.get(CUSTOM_ARGUMENT)
     if isinstance(value, str):

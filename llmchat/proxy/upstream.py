@@ -153,6 +153,7 @@ class Upstream:
             max_retries=self.inference.max_retries,
             timeout=self.inference.timeout,
             on_attempt=self.inference.on_attempt,
+            deadline=self.inference.deadline,
         )
         call._track(inference=chain)
         try:

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
+from .. import fastjson
 from ..errors import InvalidArgumentError
 from ..messages import Message, MessageLike, coerce_messages, content_text
 from .base import Template
@@ -67,7 +68,7 @@ def _template_dict(message: Message) -> dict[str, Any]:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict) and isinstance(function.get("arguments"), str):
             try:
-                function["arguments"] = json.loads(function["arguments"])
+                function["arguments"] = fastjson.loads(function["arguments"])
             except ValueError:
                 pass  # not JSON: the template gets the string
     return out

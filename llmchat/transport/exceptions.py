@@ -21,7 +21,20 @@ from .base import BodyTooLarge
 from .exchange import Exchange
 from .timeouts import Timeouts
 
-__all__ = ["classify_exception"]
+__all__ = ["ScriptedFailure", "classify_exception"]
+
+
+class ScriptedFailure(Exception):
+    """A failure a test double names itself: `classify_exception` reports its class and message.
+
+    `MockBackend` raises it for a reply scripted as ``timeout`` or
+    ``connection`` with its own ``err``, so that text is what the Response says.
+    """
+
+    def __init__(self, error_class: ErrorClass, message: str) -> None:
+        super().__init__(message)
+        self.error_class: ErrorClass = error_class
+        self.message = message
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -104,6 +117,9 @@ def classify_exception(
         limit = exchange.deadline_seconds
         return "timeout", f"No complete response within request_timeout ({_secs(limit)})"
     chain = list(_chain(exc))
+    for item in chain:
+        if isinstance(item, ScriptedFailure):
+            return item.error_class, item.message
     for row_type, phase, error_class, template in _ROWS:
         if phase is not None and phase != after_headers:
             continue
