@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["ENV_VAR", "MAX_DEPTH", "active", "available", "loads", "use"]
+__all__ = ["ENV_VAR", "MAX_DEPTH", "TooDeepError", "active", "available", "loads", "use"]
 
 ENV_VAR: Final = "LLMCHAT_JSON"
 MAX_DEPTH: Final = 256
@@ -65,8 +65,12 @@ def _stdlib_loads(text: str) -> Any:
     return value
 
 
+class TooDeepError(ValueError):
+    """A document nested deeper than `MAX_DEPTH`: a `ValueError`, so "not JSON" paths hold."""
+
+
 def _too_deep() -> ValueError:
-    return ValueError(f"JSON nested more than {MAX_DEPTH} levels deep is not read")
+    return TooDeepError(f"JSON nested more than {MAX_DEPTH} levels deep is not read")
 
 
 def _guarded(parse: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -895,3 +895,35 @@ def test_concurrent_streams_through_one_backend(upstream_server):
     assert results == {i: TEXT for i in range(8)}
     assert sorted(e["model"] for e in events) == sorted(f"m{i}" for i in range(8))
     assert len({e["request_id"] for e in events}) == 8
+
+
+def test_a_404_repeats_a_long_path_only_in_part(backend):
+    # A 60 KiB path: the answer names the start of it, bounded, not the whole.
+    path = "/nope/" + "a" * 60_000
+    with running_proxy(backend) as url:
+        missing = requests.get(url + path, timeout=WAIT)
+    assert missing.status_code == 404
+    error = missing.json()["error"]
+    message = error["message"] if isinstance(error, dict) else error
+    assert message.startswith("No route for GET /nope/aaa") and message.endswith("...")
+    assert len(missing.content) < 1024
+
+
+def test_deeply_nested_tool_arguments_from_a_client_are_a_400(backend):
+    # Ollama history may carry arguments as JSON text: read with the same depth
+    # rule as a body, so it is the client's 400, never a 500 from recursion.
+    deep = "[" * 100_000 + "]" * 100_000
+    call = {"function": {"name": "f", "arguments": '{"a": ' + deep + "}"}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": "ok"},
+    ]
+    with running_proxy(backend) as url:
+        answer = requests.post(
+            url + "/api/chat",
+            json={"model": "m", "messages": messages, "stream": False},
+            timeout=WAIT,
+        )
+    assert answer.status_code == 400
+    assert isinstance(answer.json()["error"], str)

@@ -15,7 +15,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..redact import check_secret
 from ..response import Response
@@ -36,6 +36,9 @@ from .usage_fields import UNKNOWN_ROUTE
 from .usage_store import key_id_of, store_of
 
 __all__ = ["ProxyApp", "make_app"]
+
+_ECHO_PATH: Final = 200
+"""How much of an unknown path a 404 repeats back."""
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -165,7 +168,9 @@ class ProxyApp:
         if route is None:
             if known:
                 return self._error(exchange, 405, f"{method} is not allowed on {path}", "method")
-            return self._error(exchange, 404, f"No route for {method} {path}", "not_found")
+            # The path is the client's own, and up to 64 KiB: a bounded echo of it.
+            shown = path if len(path) <= _ECHO_PATH else path[:_ECHO_PATH] + "..."
+            return self._error(exchange, 404, f"No route for {method} {shown}", "not_found")
         try:
             return route[1](exchange)
         except ClientError as exc:

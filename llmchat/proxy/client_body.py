@@ -7,9 +7,9 @@ writes an answer itself.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
+from .. import fastjson
 from .client_exchange import ClientExchange
 
 __all__ = ["TOO_DEEP", "ClientError", "read_json"]
@@ -53,11 +53,13 @@ def read_json(exchange: ClientExchange, max_body_bytes: int) -> dict[str, Any]:
     if not data.strip():
         raise ClientError(400, "The request needs a JSON object body", "invalid_request")
     try:
-        body = json.loads(data.decode("utf-8"))
+        # The same reader as every upstream answer: nesting past MAX_DEPTH is
+        # refused here, so no later walk of the body can recurse too deep.
+        body = fastjson.loads(data.decode("utf-8"))
+    except fastjson.TooDeepError:
+        raise ClientError(400, TOO_DEEP, "invalid_request") from None
     except (UnicodeDecodeError, ValueError):
         raise ClientError(400, "The request body is not valid JSON", "invalid_request") from None
-    except RecursionError:
-        raise ClientError(400, TOO_DEEP, "invalid_request") from None
     if not isinstance(body, dict):
         raise ClientError(400, "The request body must be a JSON object", "invalid_request")
     model = body.get("model")

@@ -7,12 +7,11 @@ translation, no I/O. Errors name the field as the client wrote it
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import wire_json
+from .. import fastjson, wire_json
 from ..errors import InvalidArgumentError, InvalidTypeError
 from .fields import json_type, require_mapping, require_str
 from .images import data_url
@@ -174,7 +173,7 @@ def _arguments(value: Any, where: str) -> str:
 
 def _decode_object(text: str, where: str) -> Any:
     try:
-        decoded = json.loads(text) if text.strip() else {}
+        decoded = fastjson.loads(text) if text.strip() else {}
     except ValueError:
         raise InvalidArgumentError(f"{where}: is not valid JSON") from None
     if not isinstance(decoded, dict):

@@ -25,13 +25,12 @@ per string.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from .. import wire_json
+from .. import fastjson, wire_json
 from ..protocols.translator import MALFORMED
 from ..redact import Redactor
 
@@ -219,7 +218,7 @@ class CleanStream:
                 continue
             if _ESCAPED_SURROGATE.search(arguments):
                 try:
-                    decoded = json.loads(arguments)
+                    decoded = fastjson.loads(arguments)
                 except ValueError:
                     continue  # not JSON: the face's own rule refuses it
                 function["arguments"] = client_json(decoded, self._cleaner.redactor).decode()
