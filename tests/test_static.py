@@ -36,7 +36,7 @@ def test_mypy_strict_is_clean() -> None:
 
 
 def test_ruff_is_clean() -> None:
-    result = _run("ruff", "check", "--no-cache", "llmchat", "tests", "bench", "examples")
+    result = _run("ruff", "check", "--no-cache", "llmchat", "tests", "bench", "examples", "tools")
     assert result.returncode == 0, result.stdout + result.stderr
     result = _run(
         "ruff", "format", "--check", "--no-cache", "llmchat", "tests", "bench", "examples"
