@@ -30,7 +30,10 @@ and ``Expect: 100-continue``. That last one must wait for the app: a request
 refused unread is never invited to send its body, so the thread answers the
 head and sends ``100 Continue`` on the app's first read. The app checks the
 proxy key before reading, so only a client holding the key (anyone, with no
-key set) can then hold a thread for the body's deadline.
+key set) can then hold a thread for the body's deadline. A request answered
+before it all came closes after its answer (a drain of the rest for the next
+request would hold the thread), with the usual linger: at most 2 s, or the
+head deadline if shorter.
 
 Memory: a connection buffers at most its head (`HEAD_CAP`) and the app's
 ``max_body_bytes`` (plus one read, and a trailer section up to gunicorn's
@@ -146,6 +149,7 @@ class PrebufferWorker(ThreadWorker):
         conn.framing = None
         data = bytes(framing.data)
         conn.framing_sample = data[:_SAMPLE]
+        conn.whole = framing.whole
         if data:
             conn.hand_over(data)
         conn.data_ready = True  # gthread's thread waits for no first byte

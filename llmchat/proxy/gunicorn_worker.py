@@ -109,6 +109,7 @@ class DeadlineConn(TConn):
         self.early = b""  # bytes the poller read, for the parser
         self.framing_sample = b""
         self.kept = False  # waiting for a second (or later) request
+        self.whole = True  # whether the poller handed over the whole request
         if limits.send_timeout is not None:
             seconds = limits.send_timeout
             timeval = struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000))
@@ -300,8 +301,11 @@ class DeadlineWorker(PrebufferWorker):
 
     def handle_request(self, req: Any, conn: Any) -> bool:
         if isinstance(conn, DeadlineConn):
-            if self.kept_alive_full():
-                req.force_close()  # gthread's own rule, counting the poller's kept-alive ones
+            if self.kept_alive_full() or not conn.whole:
+                # gthread's own rule, counting the poller's kept-alive ones; and a
+                # request refused before it all came: draining its rest for the
+                # next one would hold this thread (a linger does, briefly).
+                req.force_close()
             conn.expect_body()
             if req.body is not None:
                 invite = conn.sock if req._expected_100_continue else None

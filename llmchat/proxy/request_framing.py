@@ -40,6 +40,8 @@ class RequestFraming:
         self.ready = False
         """The connection should go to a thread now: whole, refused, or not understood."""
         self.head_done = False
+        self.whole = False
+        """The request is all here (or its body is to be invited: ``Expect: 100-continue``)."""
         self._body_limit = body_limit
         self._line_limit = line_limit
         self._trailer_limit = trailer_limit
@@ -61,7 +63,7 @@ class RequestFraming:
             return self._head()
         if self._state == "length":
             if len(self.data) - self._pos >= self._left:
-                self.ready = True
+                self.ready = self.whole = True
             return False
         if self._state == "size":
             return self._size()
@@ -120,7 +122,7 @@ class RequestFraming:
                 codings += [c.strip(b" \t").lower() for c in value.split(b",")]
             elif key == b"expect" and value.lower() == b"100-continue":
                 # Invited only when the app reads the body: see gunicorn_worker.
-                self.ready = True
+                self.ready = self.whole = True
                 return
         if codings:
             chunked = codings == [b"chunked"] and request_line.endswith(b" HTTP/1.1")
@@ -130,7 +132,7 @@ class RequestFraming:
                 self.ready = True  # stacked or unknown codings, or with a length: 400/501
             return
         if not lengths:
-            self.ready = True  # no body
+            self.ready = self.whole = True  # no body
             return
         [length] = lengths if len(lengths) == 1 else [b""]
         if not length.isdigit() or int(length) > self._body_limit:
@@ -155,9 +157,9 @@ class RequestFraming:
 
     def _trailers(self) -> bool:
         if self.data[self._pos : self._pos + 2] == _CRLF:
-            self.ready = True  # the last chunk, no trailers
+            self.ready = self.whole = True  # the last chunk, no trailers
         elif self.data.find(_HEAD_END, self._pos) >= 0:
-            self.ready = True
+            self.ready = self.whole = True
         elif len(self.data) - self._pos > self._trailer_limit:
             self.ready = True
         return False
