@@ -37,7 +37,11 @@ head deadline if shorter.
 
 Memory: a connection buffers at most its head (`HEAD_CAP`) and the app's
 ``max_body_bytes`` (plus one read, and a trailer section up to gunicorn's
-cap), and a worker at most `worker_connections` of them. TLS and HTTP/2
+cap); a worker's poller buffers at most ``threads`` x ``max_body_bytes`` in
+all (what its threads could hold reading bodies before), 320 MB by default.
+Past that budget a connection goes to a thread as it is, which reads the
+rest under the deadlines (gthread's way): only clients that have sent that
+much between them can hold threads with quiet bodies. TLS and HTTP/2
 connections are read by their thread, as gthread's are.
 """
 
@@ -74,6 +78,8 @@ class PrebufferWorker(ThreadWorker):
         super().__init__(*args, **kwargs)
         self._waiting: dict[Any, None] = {}  # insertion-ordered set, main thread only
         self._kept_waiting = 0  # of them, kept-alive ones (gthread's max_keepalived)
+        self._buffered = 0  # bytes their requests hold
+        self._budget = self.cfg.threads * self.max_body_bytes
 
     def prebuffers(self, conn: Any) -> bool:
         """Whether the poller can read `conn`'s requests: plain HTTP/1.x over TCP."""
@@ -130,7 +136,9 @@ class PrebufferWorker(ThreadWorker):
             conn.head_until = _after(now, conn.limits.header_timeout)
             conn.deadline = conn.head_until if conn.head_until is not None else math.inf
             self._unkeep(conn)
-        ready = framing.feed(data)
+        self._buffered += len(data)
+        # Over the worker's budget: to a thread as it is (see the module's notes).
+        ready = framing.feed(data) or self._buffered > self._budget
         if framing.head_done and conn.body_until is None:
             conn.body_until = _after(now, conn.limits.body_timeout)
             conn.deadline = conn.body_until if conn.body_until is not None else math.inf
@@ -168,7 +176,8 @@ class PrebufferWorker(ThreadWorker):
 
     def _forget(self, conn: Any) -> None:
         self._unkeep(conn)
-        self._waiting.pop(conn, None)
+        if self._waiting.pop(conn, 0) is None and conn.framing is not None:
+            self._buffered -= len(conn.framing.data)
 
     def _drop(self, conn: Any) -> None:
         self._unregister(conn)
