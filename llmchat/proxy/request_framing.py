@@ -111,10 +111,10 @@ class RequestFraming:
         codings: list[bytes] = []
         for line in lines:
             name, colon, value = line.partition(b":")
-            if not colon or line[:1] in (b" ", b"\t") or not name.strip():
-                self.ready = True  # malformed or folded: the parser's 400
+            if not colon or not name or name != name.strip(b" \t"):
+                self.ready = True  # malformed, folded, or a space before the colon: a 400
                 return
-            key = name.strip().lower()
+            key = name.lower()
             value = value.strip(b" \t")
             if key == b"content-length":
                 lengths.append(value)
