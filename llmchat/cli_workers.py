@@ -71,6 +71,7 @@ def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]
         header_timeout=args.header_timeout or None,
         body_timeout=args.body_timeout or None,
         send_timeout=args.send_timeout or None,
+        max_body_bytes=args.max_body_bytes,
     )
     # Every connection a worker holds may hold one upstream connection.
     args.max_connections = options.worker_connections

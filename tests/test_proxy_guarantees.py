@@ -141,6 +141,91 @@ def test_quiet_connections_do_not_block_another_client(served: ServedProxy) -> N
             sock.close()
 
 
+_CHAT = json.dumps(
+    {"model": "m", "stream": False, "messages": [{"role": "user", "content": "hi"}]}
+).encode()
+# Two whole requests, a chunked one with a trailer and one of known length, back to back.
+_TWO_WHOLE = (
+    b"POST /api/chat HTTP/1.1\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n%x;ext=1\r\n%s\r\n0\r\nX-T: 1\r\n\r\n"
+    b"POST /api/chat HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+) % (5, _CHAT[:5], len(_CHAT) - 5, _CHAT[5:], len(_CHAT), _CHAT)
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_quiet_bodies_hold_no_thread_for_the_body_deadline(tmp_path: Any, server: str) -> None:
+    """A short head deadline and a long body one: quiet bodies block nobody for the body's.
+
+    Under gunicorn a body read in a thread holds that thread until the body
+    deadline (60 s here); the worker's poller reads it instead. Quiet bodies
+    (a few bytes, a dribble, a huge chunk size, and one pipelined behind two
+    whole requests on a kept-alive connection) and partial heads, twice the
+    worker's threads in all: another client is served within the head
+    deadline and a slow machine's margin, far below the body's 60 s.
+    """
+    upstream = ScriptedServer(ChatResponder("hello")).start()
+    limits = {"header_timeout": 2.0, "body_timeout": 60.0}
+    quiet: list[socket.socket] = []
+    stop = threading.Event()
+    try:
+        with serve_proxy(
+            server, upstream.url, tmp_path, gunicorn_args=ONE_WORKER, limits=limits
+        ) as proxy:
+            # As many quiet bodies as threads, each kind at least once, and as many heads.
+            bodies = [name for name in _QUIET if name != "partial-head"]
+            kinds = [*bodies, *bodies][:THREADS] + ["partial-head"] * THREADS
+            for name in kinds:
+                quiet.append(_connect(proxy))
+                quiet[-1].sendall(_QUIET[name][0])
+            # Two whole requests, then the start of a pipelined third that stalls.
+            kept = _connect(proxy)
+            quiet.append(kept)
+            kept.sendall(_TWO_WHOLE + _QUIET["head-and-few-body-bytes"][0])
+            dribbled = quiet[kinds.index("dribbled-body")]
+            dribbler = threading.Thread(target=_dribble, args=(dribbled, stop), daemon=True)
+            dribbler.start()
+            started = time.monotonic()
+            answer = requests.get(proxy.url + "/health", timeout=WAIT * 9)
+            waited = time.monotonic() - started
+            reader = kept.makefile("rb")
+            answers = [_read_answer(reader), _read_answer(reader)]
+            reader.close()  # or closing the socket would not close it
+            stop.set()
+            dribbler.join(WAIT)
+            for sock in quiet:
+                sock.close()  # before the server stops: it need not wait them out
+    finally:
+        stop.set()
+        for sock in quiet:
+            sock.close()
+        upstream.stop()
+    assert answer.status_code == 200
+    # The 2 s head deadline and room for a slow machine; the body's is 60 s.
+    assert waited < 15.0, f"another client waited {waited:.1f} s"
+    for status, body in answers:  # each pipelined request answered, in order
+        assert status == 200 and body["message"]["content"] == "hello"
+
+
+def _read_answer(reader: Any) -> tuple[int, Any]:
+    """One answer of known length from a kept-alive connection: its status and JSON body."""
+    status = int(reader.readline().split()[1])
+    length = 0
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    return status, json.loads(reader.read(length))
+
+
+def _dribble(sock: socket.socket, stop: threading.Event) -> None:
+    """A byte of body every 50 ms, well within any per-read timeout."""
+    while not stop.wait(0.05):
+        try:
+            sock.send(b" ")
+        except OSError:
+            return
+
+
 @pytest.mark.parametrize("server", SERVERS)
 def test_a_client_that_stops_reading_is_let_go(tmp_path: Any, server: str) -> None:
     """Under gunicorn too: one write waits `send_timeout`, then the upstream is cancelled."""

@@ -72,9 +72,19 @@ class WorkerOptions:
     send_timeout: float | None = 60.0
     """Seconds one write may wait for a client that reads nothing; then the
     client is let go and its upstream generation cancelled."""
+    max_body_bytes: int = 10_000_000
+    """The app's largest request body: the most of one a worker's poller buffers
+    while the request arrives (`gunicorn_prebuffer`)."""
 
     def __post_init__(self) -> None:
-        for name in ("workers", "threads", "keepalive", "graceful_timeout", "max_connections"):
+        for name in (
+            "workers",
+            "threads",
+            "keepalive",
+            "graceful_timeout",
+            "max_connections",
+            "max_body_bytes",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -105,7 +115,7 @@ def gunicorn_settings(host: str, port: int, options: WorkerOptions) -> dict[str,
     return {
         "bind": [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"],
         # gthread, reading every request under total deadlines (gunicorn_worker).
-        "worker_class": deadline_worker(options.limits),
+        "worker_class": deadline_worker(options.limits, options.max_body_bytes),
         # As `make_server`: 100 header fields, a header line up to 64 KiB. A
         # request line stays at gunicorn's cap (8,190 bytes; more is a 414).
         "limit_request_fields": 100,

@@ -14,9 +14,10 @@ through the same total-deadline reader as `make_server` (`DeadlineReader`):
   leaves the socket blocking for gunicorn's code and keeps it a real socket
   for `HangupWatch`); a client that stops reading is let go and its app
   iterator closed, which cancels the upstream generation;
-- a connection waits for its first byte in a thread at most ``header_timeout``
-  (or gthread's own 5 s, if shorter), then in the poller for gunicorn's
-  ``keepalive``, holding no thread;
+- the worker's poller reads each request whole before a thread takes it
+  (`gunicorn_prebuffer`), so a quiet client, in its head or its body, holds
+  no thread; the deadlines above run there, and an ``Expect: 100-continue``
+  request is the exception (it goes to a thread after its head);
 - an ``Expect: 100-continue`` is answered on the app's first read of the body;
 - at the descriptor limit the accept loop backs off instead of ending the worker.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import socket
 import ssl
 import struct
@@ -41,11 +43,13 @@ from typing import Any
 from gunicorn.http import errors as http_errors
 from gunicorn.http.parser import RequestParser
 from gunicorn.http.unreader import SocketUnreader
-from gunicorn.workers.gthread import TConn, ThreadWorker
+from gunicorn.workers.gthread import TConn
 
 from .connection import DRAIN_BYTES, error_response, linger_seconds
 from .deadlines import DeadlineReader, drain, wait_for
+from .gunicorn_prebuffer import PrebufferWorker
 from .limits import ServerLimits
+from .request_framing import RequestFraming
 from .retry_advice import NO_RETRY_STATUSES
 from .shapes import error_body, face_of_request_line
 
@@ -97,6 +101,15 @@ class DeadlineConn(TConn):
         self.fresh_head = True
         self.head_sample = b""
         self.lingered = False
+        self.framing: RequestFraming | None = None
+        """The request being read in the poller (`PrebufferWorker`), if any."""
+        self.deadline = math.inf  # of the poller's current phase
+        self.head_until: float | None = None  # the head's deadline, once it started
+        self.body_until: float | None = None  # the body's, once the head ended
+        self.early = b""  # bytes the poller read, for the parser
+        self.framing_sample = b""
+        self.kept = False  # waiting for a second (or later) request
+        self.whole = True  # whether the poller handed over the whole request
         if limits.send_timeout is not None:
             seconds = limits.send_timeout
             timeval = struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000))
@@ -110,11 +123,22 @@ class DeadlineConn(TConn):
         super().init()
         # Only plain HTTP/1.x over TCP: TLS keeps bytes of its own above the
         # socket, which polling the socket would not see.
-        parser = self.parser
+        parser: Any = self.parser
         if fresh and type(parser) is RequestParser and not isinstance(self.sock, ssl.SSLSocket):
             held = parser.unreader.take_buffered()
             parser.unreader = _DeadlineUnreader(self.sock, self)
             parser.unreader.unread(held)
+        if self.early and parser is not None:
+            parser.unreader.unread(self.early)
+            self.early = b""
+
+    def hand_over(self, data: bytes) -> None:
+        """Give the bytes the poller read to the parser (before `init`, to `init`)."""
+        parser: Any = self.parser
+        if parser is None:
+            self.early = data
+        else:
+            parser.unreader.unread(data)
 
     def wait_for_data(self, timeout: float | None) -> bool:
         """Whether a byte (or the end) arrived within `timeout`, in `poll`.
@@ -136,18 +160,26 @@ class DeadlineConn(TConn):
         return self.data_ready
 
     def expect_head(self) -> None:
-        self.in_head, self.fresh_head, self.head_sample = True, True, b""
+        self.in_head, self.fresh_head = True, True
+        # What the poller read is the head's start (for the face of an error).
+        self.head_sample = self.framing_sample
+        self.framing_sample = b""
 
     def expect_body(self) -> None:
-        self.in_head = False
-        self.reader.arm(self.limits.body_timeout)
+        self.in_head, self.fresh_head = False, False
+        # Counted from the head's end, where the poller saw it.
+        until = self.body_until
+        self.reader.arm(self.limits.body_timeout if until is None else until - time.monotonic())
 
     def read(self, size: int) -> bytes:
         if self.fresh_head:
             # The thread reads only once the socket is readable: the head's
             # deadline starts with its first byte.
             self.fresh_head = False
-            self.reader.expect_request(self.limits.header_timeout)
+            if self.head_until is None:
+                self.reader.expect_request(self.limits.header_timeout)
+            else:  # the head started in the poller: what is left of its deadline
+                self.reader.arm(self.head_until - time.monotonic())
         buffer = bytearray(size)
         try:
             count = self.reader.readinto(buffer)
@@ -202,8 +234,9 @@ class _GuardedReader:
             raise
 
 
-class DeadlineWorker(ThreadWorker):
-    """``gthread`` with `limits` (set on the subclass `deadline_worker` makes)."""
+class DeadlineWorker(PrebufferWorker):
+    """``gthread`` with `limits` and the app's body limit (set on the subclass
+    `deadline_worker` makes), reading each request whole in its poller first."""
 
     limits = ServerLimits()
 
@@ -230,7 +263,10 @@ class DeadlineWorker(ThreadWorker):
         self.nr_conns += 1
         client_sock.setblocking(True)
         conn = DeadlineConn(self.cfg, client_sock, client_addr, listener.getsockname(), self.limits)
-        self.enqueue_req(conn)
+        if self.prebuffers(conn):
+            self.await_request(conn)
+        else:
+            self.enqueue_req(conn)
 
     def _back_off(self, exc: OSError) -> None:
         """Pause the worker's loop (10 ms doubling to 0.5 s): the connection stays queued."""
@@ -265,6 +301,11 @@ class DeadlineWorker(ThreadWorker):
 
     def handle_request(self, req: Any, conn: Any) -> bool:
         if isinstance(conn, DeadlineConn):
+            if self.kept_alive_full() or not conn.whole:
+                # gthread's own rule, counting the poller's kept-alive ones; and a
+                # request refused before it all came: draining its rest for the
+                # next one would hold this thread (a linger does, briefly).
+                req.force_close()
             conn.expect_body()
             if req.body is not None:
                 invite = conn.sock if req._expected_100_continue else None
@@ -331,6 +372,10 @@ def _major(exc: BaseException) -> int:
     return 0
 
 
-def deadline_worker(limits: ServerLimits) -> type[DeadlineWorker]:
-    """A `DeadlineWorker` class under `limits`, for gunicorn's ``worker_class``."""
-    return type("LLMChatWorker", (DeadlineWorker,), {"limits": limits, "__module__": __name__})
+def deadline_worker(limits: ServerLimits, max_body_bytes: int = 10_000_000) -> type[DeadlineWorker]:
+    """A `DeadlineWorker` class under `limits`, for gunicorn's ``worker_class``.
+
+    `max_body_bytes` is the app's: the most of a body its poller buffers.
+    """
+    attributes = {"limits": limits, "max_body_bytes": max_body_bytes, "__module__": __name__}
+    return type("LLMChatWorker", (DeadlineWorker,), attributes)
