@@ -1,7 +1,8 @@
 """The one capture checker every dialect's capture tests share.
 
 Each dialect's expectations are data: ``fixtures/captures_expected/<dialect>.json``
-holds ``defaults`` (every field an expectation has, with its usual value) and
+holds ``fields`` (the Response fields its captures decide, for `snapshot`),
+``defaults`` (every field an expectation has, with its usual value) and
 ``captures`` (per capture file in ``/work/shared/captures/<dialect>/``, the
 fields that differ, and a ``note`` where the entry needs a why). A text too
 long to quote is ``{"long": [length, head, tail]}``: a `Long`. JSON arrays read
@@ -16,6 +17,7 @@ test module.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,9 +87,17 @@ def _decode(value: Any, *, in_object: bool = False) -> Any:
     return value
 
 
+@functools.cache
+def _data(dialect: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        (EXPECTED_DIR / f"{dialect}.json").read_text(encoding="utf-8")
+    )
+    return data
+
+
 def load_expected(dialect: str) -> dict[str, Expect]:
     """`{capture file name: Expect}` from ``fixtures/captures_expected/<dialect>.json``."""
-    data = json.loads((EXPECTED_DIR / f"{dialect}.json").read_text(encoding="utf-8"))
+    data = _data(dialect)
     defaults = data["defaults"]
     return {
         name: Expect({k: _decode(v) for k, v in {**defaults, **entry}.items()})
@@ -135,6 +145,11 @@ _READ: dict[str, Callable[[Response], Any]] = {
     "dropped_frames": lambda r: r.dropped_frames,
 }
 """Every Response field a capture test reads, by the name its snapshot gives it."""
+
+
+def snapshot_fields(dialect: str) -> tuple[str, ...]:
+    """The Response fields a dialect's captures decide: the data file's ``fields``."""
+    return tuple(_data(dialect)["fields"])
 
 
 def snapshot(response: Response, fields: Sequence[str]) -> dict[str, Any]:

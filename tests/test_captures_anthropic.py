@@ -37,15 +37,8 @@ from llmchat.response import Response
 from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer
 
+from . import capture_support as shared
 from .anthropic_support import fold, message_events, payloads, sse, sse_reply
-from .capture_support import (
-    Long,
-    assert_chunks_replay,
-    capture_names,
-    load_expected,
-    mismatches,
-    snapshot,
-)
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "anthropic"
@@ -55,7 +48,7 @@ KEY = "sk-ant-capture-test-key"
 WAIT = 60.0
 
 
-EXPECTED = load_expected("anthropic")
+EXPECTED = shared.load_expected("anthropic")
 
 
 def names_or_skip(names: list[str]) -> list[Any]:
@@ -64,7 +57,7 @@ def names_or_skip(names: list[str]) -> list[Any]:
     return [pytest.param(None, marks=pytest.mark.skip(reason=f"{CAPTURES} absent"))]
 
 
-STREAMS = [n for n in capture_names(CAPTURES) if n.endswith(".sse.txt")]
+STREAMS = [n for n in shared.capture_names(CAPTURES) if n.endswith(".sse.txt")]
 SMALL_STREAMS = [n for n in STREAMS if (CAPTURES / n).stat().st_size <= 6000]
 """Split at every single offset (the larger ones are covered by the hypothesis property)."""
 
@@ -116,45 +109,25 @@ def file_texts(name: str) -> tuple[str, str]:
     return text, "".join(b.get("thinking", "") for b in blocks if b.get("type") == "thinking")
 
 
-FIELDS = (
-    "is_success",
-    "finish_reason",
-    "provider_finish_reason",
-    "msg",
-    "reasoning",
-    "error_class",
-    "error_status",
-    "err",
-    "tool_calls",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "model",
-    "id",
-    "citations",
-    "reasoning_parts",
-    "dropped_frames",
-)
+FIELDS = shared.snapshot_fields("anthropic")
 """The Response fields an Anthropic capture decides."""
 
 
 def test_every_capture_has_an_expectation() -> None:
     if not CAPTURES.is_dir():
         pytest.skip(f"{CAPTURES} absent")
-    assert set(EXPECTED) == set(capture_names(CAPTURES))
+    assert set(EXPECTED) == set(shared.capture_names(CAPTURES))
 
 
-@pytest.mark.parametrize("name", names_or_skip(capture_names(CAPTURES)))
+@pytest.mark.parametrize("name", names_or_skip(shared.capture_names(CAPTURES)))
 @pytest.mark.parametrize("stream", [False, True], ids=["blocking", "streamed"])
 def test_capture(server: ScriptedServer, name: str, stream: bool) -> None:
     expect = EXPECTED[name]
     response = serve(server, name, stream=stream)
-    got = snapshot(response, FIELDS)
+    got = shared.snapshot(response, FIELDS)
     text, reasoning = file_texts(name) if expect.error_class != "http" else ("", "")
     msg = expect.msg
-    if isinstance(msg, Long):
+    if isinstance(msg, shared.Long):
         assert msg.cut(text) == msg.astuple(), "the table is wrong about the file"
     else:
         assert text == msg, "the table is wrong about the file"
@@ -184,18 +157,18 @@ def test_capture(server: ScriptedServer, name: str, stream: bool) -> None:
         "dropped_frames": 0,
     }
     got["tool_calls"] = [list(c) for c in got["tool_calls"]]
-    wrong = mismatches(want, got)
+    wrong = shared.mismatches(want, got)
     assert not wrong, wrong
     assert len(got["citations"] or []) == expect.citations
     assert [p["type"] for p in got["reasoning_parts"] or []] == list(expect.parts)
     assert all(p["dialect"] == "anthropic" for p in got["reasoning_parts"] or [])
-    assert_chunks_replay(response)
+    shared.assert_chunks_replay(response)
 
 
-@pytest.mark.parametrize("name", names_or_skip(capture_names(CAPTURES)))
+@pytest.mark.parametrize("name", names_or_skip(shared.capture_names(CAPTURES)))
 def test_blocking_and_streamed_agree(server: ScriptedServer, name: str) -> None:
-    blocking = snapshot(serve(server, name, stream=False), FIELDS)
-    assert snapshot(serve(server, name, stream=True), FIELDS) == blocking
+    blocking = shared.snapshot(serve(server, name, stream=False), FIELDS)
+    assert shared.snapshot(serve(server, name, stream=True), FIELDS) == blocking
 
 
 def test_thinking_signatures_are_kept_whole() -> None:

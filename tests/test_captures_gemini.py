@@ -43,17 +43,7 @@ from llmchat.response import Response
 from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer, Write
 
-from .capture_support import (
-    KnownBug,
-    Long,
-    assert_chunks_replay,
-    capture_names,
-    fail_or_known_bug,
-    load_expected,
-    mismatches,
-    snapshot,
-    text_ok,
-)
+from . import capture_support as shared
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "gemini"
@@ -61,7 +51,7 @@ HI = [{"role": "user", "content": "Hi"}]
 SETTLE_GUARD = 60.0  # a hang guard only: every body here ends
 
 
-EXPECTED = load_expected("gemini")
+EXPECTED = shared.load_expected("gemini")
 
 # (file, form) -> the fields the library gets wrong there today, and why.
 BUGS: dict[tuple[str, str], tuple[frozenset[str], str]] = {}
@@ -168,27 +158,7 @@ def wire_citations(name: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-FIELDS = (
-    "is_success",
-    "error_class",
-    "error_status",
-    "err",
-    "msg",
-    "reasoning_text",
-    "tool_calls",
-    "finish_reason",
-    "provider_finish_reason",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "citations",
-    "model",
-    "id",
-    "signatures_on",
-    "dropped_frames",
-)
+FIELDS = shared.snapshot_fields("gemini")
 """The Response fields a Gemini capture decides."""
 
 
@@ -215,13 +185,13 @@ def wrong_fields(name: str, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
         "dropped_frames": 0,
     }
     got = {**got, "tool_calls": [list(c) for c in got["tool_calls"]]}
-    out = mismatches(want, got)
+    out = shared.mismatches(want, got)
     if e.citations is not None and len(cited) != e.citations:
         out["citations (count)"] = (e.citations, len(cited))
     wire_msg, wire_thoughts = wire_texts(name)
-    if not text_ok(e.msg, got["msg"], wire_msg):
+    if not shared.text_ok(e.msg, got["msg"], wire_msg):
         out["msg"] = (e.msg, got["msg"])
-    if not text_ok(e.reasoning_text, got["reasoning_text"], wire_thoughts):
+    if not shared.text_ok(e.reasoning_text, got["reasoning_text"], wire_thoughts):
         out["reasoning_text"] = (e.reasoning_text, got["reasoning_text"])
     return out
 
@@ -231,7 +201,7 @@ def wrong_fields(name: str, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 
 def test_every_capture_has_an_expectation() -> None:
     assert CAPTURES.is_dir(), f"{CAPTURES} is missing: the Gemini captures are not checked"
-    assert set(EXPECTED) == set(capture_names(CAPTURES))
+    assert set(EXPECTED) == set(shared.capture_names(CAPTURES))
     assert {name for name, _ in BUGS} <= set(EXPECTED)
 
 
@@ -239,16 +209,20 @@ def test_long_expectations_match_the_wire() -> None:
     """Every `Long` is the file's own text (read without llmchat): a wrong entry fails here."""
     for name, expect in EXPECTED.items():
         for want, wire in zip((expect.msg, expect.reasoning_text), wire_texts(name), strict=True):
-            if isinstance(want, Long):
+            if isinstance(want, shared.Long):
                 assert want.cut(wire) == want.astuple(), name
 
 
 def _params() -> list[Any]:
     params = []
-    for name in capture_names(CAPTURES):
+    for name in shared.capture_names(CAPTURES):
         for form in forms(name):
             bug = BUGS.get((name, form))
-            marks = [pytest.mark.xfail(strict=True, raises=KnownBug, reason=bug[1])] if bug else []
+            marks = (
+                [pytest.mark.xfail(strict=True, raises=shared.KnownBug, reason=bug[1])]
+                if bug
+                else []
+            )
             params.append(pytest.param(name, form, id=f"{name}-{form}", marks=marks))
     return params
 
@@ -256,13 +230,17 @@ def _params() -> list[Any]:
 @pytest.mark.parametrize(("name", "form"), _params())
 def test_capture(server: ScriptedServer, name: str, form: str) -> None:
     response = run(server, name, form)
-    got = snapshot(response, FIELDS)
-    assert_chunks_replay(response)
+    got = shared.snapshot(response, FIELDS)
+    shared.assert_chunks_replay(response)
     bug = BUGS.get((name, form))
-    fail_or_known_bug(f"{name} ({form})", wrong_fields(name, got), None if bug is None else bug[0])
+    shared.fail_or_known_bug(
+        f"{name} ({form})", wrong_fields(name, got), None if bug is None else bug[0]
+    )
 
 
-@pytest.mark.parametrize("name", [n for n in capture_names(CAPTURES) if n.endswith(".sse.txt")])
+@pytest.mark.parametrize(
+    "name", [n for n in shared.capture_names(CAPTURES) if n.endswith(".sse.txt")]
+)
 def test_signatures_go_back_on_the_next_request(server: ScriptedServer, name: str) -> None:
     """The answer appended to the conversation builds a valid next request, signatures included."""
     response = run(server, name, "sse")
@@ -300,7 +278,7 @@ def _chunks(pieces: list[bytes]) -> list[Chunk]:
     return out
 
 
-STREAMS = [n for n in capture_names(CAPTURES) if not n.endswith(".json")]
+STREAMS = [n for n in shared.capture_names(CAPTURES) if not n.endswith(".json")]
 
 
 @pytest.mark.parametrize("name", STREAMS)

@@ -36,14 +36,7 @@ from llmchat.response import Response
 from llmchat.testing import Reply, ScriptedServer
 from llmchat.testing.script import Framing, dumps
 
-from .capture_support import (
-    Long,
-    assert_chunks_replay,
-    capture_names,
-    load_expected,
-    mismatches,
-    snapshot,
-)
+from . import capture_support as shared
 from .conftest import CAPTURES_DIR
 from .ollama_support import HI, ndjson_reply, run_pieces
 
@@ -52,7 +45,7 @@ SETTLE_GUARD = 60.0  # a hang guard only: every stream here ends on done, an err
 DOCS_PAIR = ("docs_chat_stream_tool_call_chunk.json", "docs_chat_stream_tool_call_final.json")
 
 
-EXPECTED = load_expected("ollama")
+EXPECTED = shared.load_expected("ollama")
 
 
 # -- the files --------------------------------------------------------------------
@@ -151,22 +144,7 @@ def run_stream(server: ScriptedServer, name: str, framing: Framing = "chunked") 
     return response
 
 
-FIELDS = (
-    "is_success",
-    "error_class",
-    "err",
-    "msg",
-    "reasoning_text",
-    "tool_calls",
-    "finish_reason",
-    "provider_finish_reason",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "model",
-    "server_total_seconds",
-    "reasoning_parts",
-)
+FIELDS = shared.snapshot_fields("ollama")
 """The Response fields an Ollama capture decides."""
 
 
@@ -193,9 +171,9 @@ def check(name: str, got: dict[str, Any], *, streamed: bool) -> None:
         "server_total_seconds": want.server_total_seconds,
         "reasoning_text": want.reasoning_text,
     }
-    wrong = mismatches(expected, got)
+    wrong = shared.mismatches(expected, got)
     msg = want.msg
-    if isinstance(msg, Long):
+    if isinstance(msg, shared.Long):
         good = msg.matches(got["msg"], wire_msg)
     else:
         good = got["msg"] == msg == wire_msg
@@ -214,25 +192,25 @@ def check(name: str, got: dict[str, Any], *, streamed: bool) -> None:
 def test_every_capture_has_an_expectation() -> None:
     if not CAPTURES.is_dir():
         pytest.skip(f"{CAPTURES} absent")
-    assert set(EXPECTED) == set(capture_names(CAPTURES))
+    assert set(EXPECTED) == set(shared.capture_names(CAPTURES))
 
 
-@pytest.mark.parametrize("name", params(capture_names(CAPTURES)))
+@pytest.mark.parametrize("name", params(shared.capture_names(CAPTURES)))
 def test_capture_blocking(server: ScriptedServer, name: str) -> None:
-    check(name, snapshot(run_blocking(server, name), FIELDS), streamed=False)
+    check(name, shared.snapshot(run_blocking(server, name), FIELDS), streamed=False)
 
 
-@pytest.mark.parametrize("name", params(capture_names(CAPTURES)))
+@pytest.mark.parametrize("name", params(shared.capture_names(CAPTURES)))
 def test_capture_streamed(server: ScriptedServer, name: str) -> None:
     response = run_stream(server, name)
-    check(name, snapshot(response, FIELDS), streamed=True)
-    assert_chunks_replay(response)
+    check(name, shared.snapshot(response, FIELDS), streamed=True)
+    shared.assert_chunks_replay(response)
 
 
-@pytest.mark.parametrize("name", params(capture_names(CAPTURES)))
+@pytest.mark.parametrize("name", params(shared.capture_names(CAPTURES)))
 def test_chunked_and_close_delimited_agree(server: ScriptedServer, name: str) -> None:
-    close = snapshot(run_stream(server, name, "close"), FIELDS)
-    assert close == snapshot(run_stream(server, name), FIELDS)
+    close = shared.snapshot(run_stream(server, name, "close"), FIELDS)
+    assert close == shared.snapshot(run_stream(server, name), FIELDS)
 
 
 def test_the_documented_tool_call_stream_as_one(server: ScriptedServer) -> None:
@@ -256,7 +234,7 @@ def test_the_documented_tool_call_stream_as_one(server: ScriptedServer) -> None:
     assert response.timing.load_seconds == pytest.approx(0.041295167)
 
 
-STREAMS = capture_names(CAPTURES)
+STREAMS = shared.capture_names(CAPTURES)
 
 
 @pytest.mark.skipif(not STREAMS, reason=f"{CAPTURES} absent")

@@ -40,17 +40,7 @@ from llmchat.response import Response
 from llmchat.testing import Reply, ScriptedServer, Write
 from llmchat.testing.script import Framing
 
-from .capture_support import (
-    KnownBug,
-    Long,
-    assert_chunks_replay,
-    capture_names,
-    fail_or_known_bug,
-    load_expected,
-    mismatches,
-    snapshot,
-    text_ok,
-)
+from . import capture_support as shared
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "openai-chat"
@@ -70,7 +60,7 @@ class Bug:
     reason: str
 
 
-EXPECTED = load_expected("openai-chat")
+EXPECTED = shared.load_expected("openai-chat")
 
 BUGS: dict[str, Bug] = {}
 
@@ -80,7 +70,7 @@ def _params(names: list[str], *, known_bugs: bool) -> list[Any]:
     for name in names:
         bug = BUGS.get(name) if known_bugs else None
         marks = (
-            [pytest.mark.xfail(strict=True, raises=KnownBug, reason=bug.reason)]
+            [pytest.mark.xfail(strict=True, raises=shared.KnownBug, reason=bug.reason)]
             if bug is not None
             else []
         )
@@ -98,13 +88,13 @@ def _params(names: list[str], *, known_bugs: bool) -> list[Any]:
 
 def capture_params() -> list[Any]:
     """A param per capture (strict xfail where `BUGS` names it), or one visible skip."""
-    return _params(capture_names(CAPTURES), known_bugs=True)
+    return _params(shared.capture_names(CAPTURES), known_bugs=True)
 
 
 def stream_params() -> list[Any]:
     """A param per stream capture, none xfailed: framing must not matter, bug or not."""
     return _params(
-        [n for n in capture_names(CAPTURES) if not n.endswith(".json")], known_bugs=False
+        [n for n in shared.capture_names(CAPTURES) if not n.endswith(".json")], known_bugs=False
     )
 
 
@@ -222,26 +212,7 @@ def wire_texts(name: str) -> tuple[str, str]:
 # -- comparing ---------------------------------------------------------------------
 
 
-FIELDS = (
-    "is_success",
-    "error_class",
-    "error_status",
-    "err",
-    "msg",
-    "reasoning_text",
-    "tool_calls",
-    "finish_reason",
-    "provider_finish_reason",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "citations",
-    "model",
-    "id",
-    "dropped_frames",
-)
+FIELDS = shared.snapshot_fields("openai-chat")
 """The Response fields a capture decides."""
 
 
@@ -267,10 +238,10 @@ def wrong_fields(name: str, expect: Any, got: dict[str, Any]) -> dict[str, tuple
         "id": expect.id,
         "dropped_frames": expect.dropped_frames,
     }
-    out = mismatches(want, got)
-    if not text_ok(expect.msg, got["msg"], wire_msg):
+    out = shared.mismatches(want, got)
+    if not shared.text_ok(expect.msg, got["msg"], wire_msg):
         out["msg"] = (expect.msg, got["msg"])
-    if not text_ok(expect.reasoning_text, got["reasoning_text"], wire_reasoning):
+    if not shared.text_ok(expect.reasoning_text, got["reasoning_text"], wire_reasoning):
         out["reasoning_text"] = (expect.reasoning_text, got["reasoning_text"])
     return out
 
@@ -281,7 +252,7 @@ def wrong_fields(name: str, expect: Any, got: dict[str, Any]) -> dict[str, tuple
 def test_every_capture_has_an_expectation() -> None:
     if not CAPTURES.is_dir():
         pytest.skip(f"{CAPTURES} absent: no openai-chat capture checked")
-    assert set(EXPECTED) == set(capture_names(CAPTURES))
+    assert set(EXPECTED) == set(shared.capture_names(CAPTURES))
     assert set(BUGS) <= set(EXPECTED)
 
 
@@ -294,7 +265,7 @@ def test_long_expectations_match_the_wire() -> None:
         pytest.skip(f"{CAPTURES} absent: no openai-chat capture checked")
     for name, expect in EXPECTED.items():
         for want, wire in zip((expect.msg, expect.reasoning_text), wire_texts(name), strict=True):
-            if isinstance(want, Long):
+            if isinstance(want, shared.Long):
                 assert want.cut(wire) == want.astuple(), name
 
 
@@ -304,20 +275,20 @@ def test_capture(server: ScriptedServer, name: str | None) -> None:
     if name not in EXPECTED:
         pytest.fail(f"{name}: a capture with no EXPECTED entry")
     response = run(server, name)
-    got = snapshot(response, FIELDS)
-    assert_chunks_replay(response)
+    got = shared.snapshot(response, FIELDS)
+    shared.assert_chunks_replay(response)
     bug = BUGS.get(name)
     wrong = wrong_fields(name, EXPECTED[name], got)
-    fail_or_known_bug(name, wrong, None if bug is None else bug.fields)
+    shared.fail_or_known_bug(name, wrong, None if bug is None else bug.fields)
 
 
 @pytest.mark.parametrize("name", stream_params())
 def test_chunked_and_close_delimited_agree(server: ScriptedServer, name: str | None) -> None:
     """The same events, chunked or close-delimited, give the same Response."""
     assert name is not None
-    chunked = snapshot(run(server, name, "chunked"), FIELDS)
-    assert snapshot(run(server, name, "close"), FIELDS) == chunked
+    chunked = shared.snapshot(run(server, name, "chunked"), FIELDS)
+    assert shared.snapshot(run(server, name, "close"), FIELDS) == chunked
     if name.endswith(".sse-data.ndjson"):
         # The [DONE] this test appends decides nothing: each file has a finish reason.
-        assert snapshot(run(server, name, "close", done=False), FIELDS) == chunked
-        assert snapshot(run(server, name, "chunked", done=False), FIELDS) == chunked
+        assert shared.snapshot(run(server, name, "close", done=False), FIELDS) == chunked
+        assert shared.snapshot(run(server, name, "chunked", done=False), FIELDS) == chunked

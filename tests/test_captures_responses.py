@@ -40,14 +40,7 @@ from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer, Write
 from llmchat.testing.script import Framing
 
-from .capture_support import (
-    Long,
-    assert_chunks_replay,
-    capture_names,
-    load_expected,
-    mismatches,
-    snapshot,
-)
+from . import capture_support as shared
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "responses"
@@ -56,7 +49,7 @@ HI = [{"role": "user", "content": "Hi"}]
 SETTLE_GUARD = 60.0  # a hang guard only
 
 
-EXPECTED = load_expected("responses")
+EXPECTED = shared.load_expected("responses")
 
 
 # -- the files -------------------------------------------------------------------------
@@ -69,7 +62,7 @@ def _params(names: list[str]) -> list[Any]:
     return [pytest.param(name, id=name) for name in names]
 
 
-STREAMS = [n for n in capture_names(CAPTURES) if not n.endswith(".json")]
+STREAMS = [n for n in shared.capture_names(CAPTURES) if not n.endswith(".json")]
 
 
 @cache
@@ -159,23 +152,7 @@ def stream_reply(name: str, framing: Framing) -> Reply:
     return Reply(200, {"Content-Type": "text/event-stream"}, framing=framing, steps=steps)
 
 
-FIELDS = (
-    "is_success",
-    "error_class",
-    "error_status",
-    "err",
-    "finish_reason",
-    "provider_finish_reason",
-    "msg",
-    "reasoning_text",
-    "tool_calls",
-    "usage",
-    "citations",
-    "model",
-    "id",
-    "reasoning_part_count",
-    "dropped_frames",
-)
+FIELDS = shared.snapshot_fields("responses")
 """The Response fields a Responses capture decides."""
 
 
@@ -197,12 +174,12 @@ def check(name: str, got: dict[str, Any]) -> None:
         "reasoning_part_count": want.parts,
         "dropped_frames": 0,
     }
-    wrong = mismatches(expected, got)
+    wrong = shared.mismatches(expected, got)
     for key, value, wire in (
         ("msg", want.msg, wire_msg),
         ("reasoning_text", want.reasoning_text, wire_reasoning or None),
     ):
-        if isinstance(value, Long):
+        if isinstance(value, shared.Long):
             ok = value.matches(got[key], wire)
         else:
             ok = got[key] == value and (value or None) == (wire or None)
@@ -217,10 +194,10 @@ def check(name: str, got: dict[str, Any]) -> None:
 def test_every_capture_has_an_expectation() -> None:
     if not CAPTURES.is_dir():
         pytest.skip(f"{CAPTURES} absent")
-    assert set(EXPECTED) == set(capture_names(CAPTURES))
+    assert set(EXPECTED) == set(shared.capture_names(CAPTURES))
 
 
-@pytest.mark.parametrize("name", _params(capture_names(CAPTURES)))
+@pytest.mark.parametrize("name", _params(shared.capture_names(CAPTURES)))
 def test_capture_decodes_to_what_it_shows(server: ScriptedServer, name: str | None) -> None:
     assert name is not None
     if name.endswith(".json"):
@@ -229,8 +206,8 @@ def test_capture_decodes_to_what_it_shows(server: ScriptedServer, name: str | No
     else:
         got = [run(server, stream_reply(name, f), stream=True) for f in ("chunked", "close")]
     for response in got:
-        check(name, snapshot(response, FIELDS))
-        assert_chunks_replay(response)
+        check(name, shared.snapshot(response, FIELDS))
+        shared.assert_chunks_replay(response)
 
 
 @pytest.mark.parametrize("name", _params(STREAMS))
@@ -240,8 +217,8 @@ def test_a_stream_and_its_final_object_as_a_body_agree(
     assert name is not None
     body = final_body(name)
     assert body is not None, f"{name}: no final response object"
-    streamed = snapshot(run(server, stream_reply(name, "chunked"), stream=True), FIELDS)
-    blocking = snapshot(run(server, Reply.json(body), stream=False), FIELDS)
+    streamed = shared.snapshot(run(server, stream_reply(name, "chunked"), stream=True), FIELDS)
+    blocking = shared.snapshot(run(server, Reply.json(body), stream=False), FIELDS)
     if any(p.get("type") == "error" for p in payloads(name)):
         # The error event ended the stream; the body is the response.failed after it.
         for key in ("finish_reason", "provider_finish_reason"):
