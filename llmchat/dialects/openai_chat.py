@@ -8,6 +8,8 @@ completion is decided downstream (`llmchat.pipeline`).
 
 `decode_chat` returns a plain `str` for the most common frame (one content
 delta and nothing else), so the hot path allocates nothing but the Chunk.
+`parse_completion` gathers a whole body's reading into a `Completion` (public
+as `llmchat.completion.parse_completion`).
 """
 
 from __future__ import annotations

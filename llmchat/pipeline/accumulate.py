@@ -12,6 +12,9 @@ taken from later payloads: the finish chunk is the last one whose content,
 reasoning and tool calls count (spec: STREAM TERMINATION CONTRACT). Every tool
 call lands whole, exactly once, on the final chunk, whose `finish_reason` is
 the provider's verbatim.
+
+`StreamParser` is the same accumulator under its earlier public name
+(`llmchat.stream_parser`), with `feed` and `wire_finish_reason`.
 """
 
 from __future__ import annotations
