@@ -4,9 +4,9 @@
 `cancel()`); `policy` holds the pure decisions (`classify`'s three buckets,
 `backoff` and ``Retry-After``); `attempts` holds what a run reports (`Attempt`)
 and the exceptions that end it (`Exhausted`, `Truncated`, `TimedOut`,
-`Cancelled`). This package imports `llmchat.errors` and `llmchat.response` and
-drives backends only through their public `chat`; it never imports the proxy,
-the CLI or a backend module.
+`Cancelled`). This package imports `llmchat.errors` and `llmchat.response`
+and drives backends only through their `chat_completion_stream`; it never
+imports the proxy, the CLI or a backend module.
 """
 
 from __future__ import annotations
