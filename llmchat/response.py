@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from .chunk import Chunk
-from .completion import ErrorBody
+from .dialects.error_body import ErrorBody
 from .errors import ErrorClass, remote_error_for
 from .redact import Redactor
 from .response_pace import Pacing

@@ -15,8 +15,9 @@ send the same answer:
   answers when ``alt=sse`` is dropped).
 
 The error bodies are served with the status they were recorded with, in both
-modes. `EXPECTED` is what the file says the Response must be; `BUGS` names
-fields a file shows the library getting wrong today (strict xfail).
+modes. `EXPECTED` (``fixtures/captures_expected/gemini.json``) is what the
+file says the Response must be; `BUGS` names fields a file shows the library
+getting wrong today (strict xfail).
 
 A pure test splits every stream capture at arbitrary byte offsets
 (hypothesis) and requires the same chunks.
@@ -27,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -43,311 +43,18 @@ from llmchat.response import Response
 from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer, Write
 
-from .capture_support import Long
+from . import capture_support as shared
 from .conftest import CAPTURES_DIR
 
 CAPTURES = CAPTURES_DIR / "gemini"
-PROVENANCE = CAPTURES / "PROVENANCE.md"
 HI = [{"role": "user", "content": "Hi"}]
 SETTLE_GUARD = 60.0  # a hang guard only: every body here ends
-FILTER = "Blocked by content filter"
 
 
-@dataclass(frozen=True)
-class Expect:
-    is_success: bool
-    finish_reason: str | None
-    provider_finish_reason: str | None = None
-    msg: str | Long = ""
-    reasoning_text: str | Long | None = None
-    error_class: str | None = None
-    error_status: int | None = None
-    err: str | None = None
-    tool_calls: tuple[tuple[str, dict[str, Any], str], ...] = ()
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
-    cached_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    citations: int | None = None  # how many URLs; their values are checked by wire_citations
-    model: str | None = None
-    id: str | None = None
-    signatures_on: tuple[str, ...] = ()  # the `on` of each reasoning part, in order
-    status: int = 200  # the HTTP status it was recorded with
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-EXPECTED: dict[str, Expect] = {
-    "fb_citations.sse.txt": Expect(
-        True,
-        "stop",
-        "STOP",
-        msg=Long(
-            6711,
-            "Okay, let's break down quantum mechanics",
-            "Good luck on your learning journey!\n",
-        ),
-        prompt_tokens=15,
-        completion_tokens=1381,
-        total_tokens=1396,
-        citations=1,
-        model="gemini-2.0-flash",
-    ),
-    "fb_error_400_api_key.json": Expect(
-        False,
-        None,
-        error_class="http",
-        error_status=400,
-        err="API key not valid. Please pass a valid API key.",
-        status=400,
-    ),
-    # SAFETY with the text that came before the block: a content_filter failure, text kept.
-    "fb_finish_reason_safety.json": Expect(
-        False,
-        "content_filter",
-        "SAFETY",
-        msg="Safety error incoming in 5, 4, 3, 2...",
-        error_class="response",
-        err=FILTER,
-        prompt_tokens=7,
-        completion_tokens=20,
-        total_tokens=27,
-        model="gemini-2.0-flash",
-    ),
-    "fb_prompt_blocked_safety.sse.txt": Expect(
-        False, "content_filter", "blockReason:SAFETY", error_class="response", err=FILTER
-    ),
-    "fb_recitation_no_content.sse.txt": Expect(
-        False,
-        "content_filter",
-        "RECITATION",
-        msg="text1text2text3text4text5text6text7text8",
-        error_class="response",
-        err=FILTER,
-        prompt_tokens=9,
-        completion_tokens=261,
-        total_tokens=270,
-        citations=2,
-        model="gemini-2.0-flash",
-    ),
-    "fb_vertex_error_429_quota.json": Expect(
-        False,
-        None,
-        error_class="http",
-        error_status=429,
-        err="Quota exceeded for quota metric 'Generate Content API requests per minute' and "
-        "limit 'GenerateContent request limit per minute for a region' of service "
-        "'generativelanguage.googleapis.com' for consumer 'project_number:348715329010'.",
-        status=429,
-    ),
-    # STOP on every chunk (hand-written upstream): the first one is the finish, "Second "
-    # after it does not count. Then a bare JSON error object (no "data:"): the failure.
-    "fb_vertex_error_mid_stream.sse.txt": Expect(
-        False,
-        "stop",
-        "STOP",
-        msg="First Second ",
-        error_class="response",
-        err="The operation was cancelled.",
-    ),
-    "fb_vertex_implicit_caching.json": Expect(
-        True,
-        "stop",
-        "STOP",
-        msg="Red Riding Hood is looking for **directions** in the forest.",
-        prompt_tokens=12013,
-        completion_tokens=15 + 73,
-        total_tokens=12101,
-        cached_tokens=11243,
-        reasoning_tokens=73,
-        model="gemini-2.5-flash",
-    ),
-    "llmgemini_jsonarray_function_call_signature.json": Expect(
-        True,
-        "tool_calls",
-        "STOP",
-        tool_calls=(("multiply", {"y": 3, "x": 5}, "gemini-call-0"),),
-        prompt_tokens=60,
-        completion_tokens=16 + 32,
-        total_tokens=108,
-        reasoning_tokens=32,
-        model="gemini-3-flash-preview",
-        id="6XJFadi3PJOx-sAPgJ3S6Qs",
-        signatures_on=("functionCall",),
-    ),
-    "llmgemini_jsonarray_thinking_stream.json": Expect(
-        True,
-        "stop",
-        "STOP",
-        msg="Scoop",
-        reasoning_text=Long(
-            275, "**Considering the Constraint**\n\n", "This constraint is paramount.\n\n\n"
-        ),
-        prompt_tokens=11,
-        completion_tokens=2 + 291,
-        total_tokens=304,
-        reasoning_tokens=291,
-        model="gemini-3.6-flash",
-        id="IopyaseNCL-s-8YP7urOoAY",
-        signatures_on=("text",),
-    ),
-    "pyai_function_call.json": Expect(
-        True,
-        "tool_calls",
-        "STOP",
-        tool_calls=(
-            ("generate_topic", {}, "gemini-call-0"),
-            ("generate_topic", {}, "gemini-call-1"),
-            ("generate_topic", {}, "gemini-call-2"),
-        ),
-        prompt_tokens=83,
-        completion_tokens=30 + 190,
-        total_tokens=303,
-        reasoning_tokens=190,
-        model="gemini-3-flash-preview",
-        id="wOd8abGuO5rgz7IP5tLEGA",
-        signatures_on=("functionCall",),
-    ),
-    # All the budget went to thinking: MAX_TOKENS with no parts is a length failure.
-    "pyai_max_tokens_thinking_empty.json": Expect(
-        False,
-        "length",
-        "MAX_TOKENS",
-        error_class="response",
-        err="Hit max tokens",
-        prompt_tokens=15,
-        completion_tokens=2,
-        total_tokens=17,
-        reasoning_tokens=2,
-        model="gemini-2.5-pro",
-        id="fH8oaunbEbr9qtsPjYGX4A0",
-    ),
-    "pyai_model_armor_prompt_blocked.json": Expect(
-        False,
-        "content_filter",
-        "blockReason:MODEL_ARMOR",
-        error_class="response",
-        err=FILTER,
-        model="gemini-2.5-flash",
-        id="mSEXaseKG-P51PIPwv66qQs",
-    ),
-    "pyai_safety.json": Expect(
-        False,
-        "content_filter",
-        "SAFETY",
-        error_class="response",
-        err=FILTER,
-        prompt_tokens=14,
-        total_tokens=14,
-        model="gemini-1.5-flash",
-        id="5lpeaLOIBf__698Pv8HGgAg",
-    ),
-    "pyai_thinking_part.json": Expect(
-        True,
-        "stop",
-        "STOP",
-        msg=Long(
-            3017,
-            "Crossing the street safely is a fundame",
-            "ffic lights rather than looking for you.",
-        ),
-        reasoning_text=Long(
-            2238,
-            "**A Safe Street-Crossing Guide: My Thoug",
-            "ready to produce the final response.\n\n\n",
-        ),
-        prompt_tokens=29,
-        completion_tokens=736 + 1001,
-        total_tokens=1766,
-        reasoning_tokens=1001,
-        model="gemini-3-pro-preview",
-        id="ON4gaYT4Gc20qtsP2bSiiQ0",
-        signatures_on=("text",),
-    ),
-    "pyai_tool_call_thought_signature_stream.sse.txt": Expect(
-        True,
-        "tool_calls",
-        "STOP",
-        tool_calls=(("get_country", {}, "gemini-call-0"),),
-        prompt_tokens=29,
-        completion_tokens=10 + 202,
-        total_tokens=241,
-        reasoning_tokens=202,
-        model="gemini-3-pro-preview",
-        id="QUVVadTSNJ6_qtsPvN7J8Q0",
-        signatures_on=("functionCall",),
-    ),
-    "pyai_vertex_flex_stream.sse.txt": Expect(
-        True,
-        "stop",
-        "STOP",
-        msg="OK",
-        prompt_tokens=5,
-        completion_tokens=1 + 100,
-        total_tokens=106,
-        reasoning_tokens=100,
-        model="gemini-3-flash-preview",
-        id="a9--aa6MOKL4vdIPz7X2iQ4",
-        signatures_on=("text",),
-    ),
-    # google_search grounding (a feature outside the issue): the web URIs are citations.
-    "pyai_web_search_grounding_stream.sse.txt": Expect(
-        True,
-        "stop",
-        "STOP",
-        msg=Long(
-            926,
-            "### Weather in San Francisco is Mild and",
-            "of rain remains low throughout the day.",
-        ),
-        prompt_tokens=17,
-        completion_tokens=241 + 412,
-        total_tokens=772,
-        reasoning_tokens=412,
-        citations=5,
-        model="gemini-2.5-pro",
-        id="ftnJaMmAMcm-qtsPwvCCoAo",
-    ),
-    "vercel_error_429_retry_info.json": Expect(
-        False,
-        None,
-        error_class="http",
-        error_status=429,
-        err="You exceeded your current quota, please check your plan.",
-        status=429,
-    ),
-    # Vertex streamed function-call arguments (partialArgs), assembled into whole calls.
-    "vercel_vertex_stream_function_call_partial_args.sse-data.ndjson": Expect(
-        True,
-        "tool_calls",
-        "STOP",
-        tool_calls=(
-            ("getWeather", {"location": "Boston"}, "gemini-call-0"),
-            ("getWeather", {"location": "San Francisco"}, "gemini-call-1"),
-        ),
-        prompt_tokens=26,
-        completion_tokens=23 + 132,
-        total_tokens=181,
-        reasoning_tokens=132,
-        model="gemini-3.1-pro-preview",
-        id="dqHOab6xGLzWodAPkPuViA4",
-        signatures_on=("functionCall",),
-    ),
-}
+EXPECTED = shared.load_expected("gemini")
 
 # (file, form) -> the fields the library gets wrong there today, and why.
 BUGS: dict[tuple[str, str], tuple[frozenset[str], str]] = {}
-
-
-class KnownBug(AssertionError):
-    """The Response differs from `EXPECTED` in exactly the fields `BUGS` names (or fewer)."""
-
-
-# -- the files, in every form ---------------------------------------------------------
-
-
-def capture_names() -> list[str]:
-    return sorted(p.name for p in CAPTURES.iterdir() if p.is_file() and p.name != PROVENANCE.name)
 
 
 @cache
@@ -451,37 +158,11 @@ def wire_citations(name: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def snapshot(response: Response) -> dict[str, Any]:
-    return {
-        "is_success": response.is_success,
-        "error_class": response.error_class,
-        "error_status": response.error_status,
-        "err": response.err,
-        "msg": response.msg,
-        "reasoning_text": response.reasoning_text,
-        "tool_calls": [(c.name, c.arguments, c.id) for c in response.tool_calls],
-        "finish_reason": response.finish_reason,
-        "provider_finish_reason": response.provider_finish_reason,
-        "prompt_tokens": response.prompt_tokens,
-        "completion_tokens": response.completion_tokens,
-        "total_tokens": response.total_tokens,
-        "cached_tokens": response.cached_tokens,
-        "reasoning_tokens": response.reasoning_tokens,
-        "citations": response.citations,
-        "model": response.model,
-        "id": response.id,
-        "signatures_on": [p["on"] for p in response.reasoning_parts or []],
-        "dropped_frames": response.dropped_frames,
-    }
+FIELDS = shared.snapshot_fields("gemini")
+"""The Response fields a Gemini capture decides."""
 
 
-def _text_ok(want: str | Long | None, got: Any, wire: str) -> bool:
-    if not isinstance(want, Long):
-        return bool(got == want)
-    return want.matches(got, wire)
-
-
-def mismatches(name: str, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+def wrong_fields(name: str, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     e = EXPECTED[name]
     cited = wire_citations(name)
     want: dict[str, Any] = {
@@ -504,13 +185,13 @@ def mismatches(name: str, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
         "dropped_frames": 0,
     }
     got = {**got, "tool_calls": [list(c) for c in got["tool_calls"]]}
-    out = {k: (v, got[k]) for k, v in want.items() if got[k] != v}
+    out = shared.mismatches(want, got)
     if e.citations is not None and len(cited) != e.citations:
         out["citations (count)"] = (e.citations, len(cited))
     wire_msg, wire_thoughts = wire_texts(name)
-    if not _text_ok(e.msg, got["msg"], wire_msg):
+    if not shared.text_ok(e.msg, got["msg"], wire_msg):
         out["msg"] = (e.msg, got["msg"])
-    if not _text_ok(e.reasoning_text, got["reasoning_text"], wire_thoughts):
+    if not shared.text_ok(e.reasoning_text, got["reasoning_text"], wire_thoughts):
         out["reasoning_text"] = (e.reasoning_text, got["reasoning_text"])
     return out
 
@@ -520,7 +201,7 @@ def mismatches(name: str, got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 
 def test_every_capture_has_an_expectation() -> None:
     assert CAPTURES.is_dir(), f"{CAPTURES} is missing: the Gemini captures are not checked"
-    assert set(EXPECTED) == set(capture_names())
+    assert set(EXPECTED) == set(shared.capture_names(CAPTURES))
     assert {name for name, _ in BUGS} <= set(EXPECTED)
 
 
@@ -528,17 +209,20 @@ def test_long_expectations_match_the_wire() -> None:
     """Every `Long` is the file's own text (read without llmchat): a wrong entry fails here."""
     for name, expect in EXPECTED.items():
         for want, wire in zip((expect.msg, expect.reasoning_text), wire_texts(name), strict=True):
-            if isinstance(want, Long):
-                got = (len(wire), wire[: len(want.head)], wire[-len(want.tail) :])
-                assert got == (want.length, want.head, want.tail), name
+            if isinstance(want, shared.Long):
+                assert want.cut(wire) == want.astuple(), name
 
 
 def _params() -> list[Any]:
     params = []
-    for name in capture_names() if CAPTURES.is_dir() else []:
+    for name in shared.capture_names(CAPTURES):
         for form in forms(name):
             bug = BUGS.get((name, form))
-            marks = [pytest.mark.xfail(strict=True, raises=KnownBug, reason=bug[1])] if bug else []
+            marks = (
+                [pytest.mark.xfail(strict=True, raises=shared.KnownBug, reason=bug[1])]
+                if bug
+                else []
+            )
             params.append(pytest.param(name, form, id=f"{name}-{form}", marks=marks))
     return params
 
@@ -546,22 +230,17 @@ def _params() -> list[Any]:
 @pytest.mark.parametrize(("name", "form"), _params())
 def test_capture(server: ScriptedServer, name: str, form: str) -> None:
     response = run(server, name, form)
-    got = snapshot(response)
-    chunks = list(response)
-    assert "".join(c.content for c in chunks) == got["msg"]
-    assert "".join(c.thinking or "" for c in chunks) == (got["reasoning_text"] or "")
-    assert [c for chunk in chunks for c in chunk.tool_calls or []] == response.tool_calls
-    wrong = mismatches(name, got)
-    if not wrong:
-        return
-    report = "\n".join(f"  {k}: expected {w!r}, got {g!r}" for k, (w, g) in wrong.items())
+    got = shared.snapshot(response, FIELDS)
+    shared.assert_chunks_replay(response)
     bug = BUGS.get((name, form))
-    if bug is not None and wrong.keys() <= bug[0]:
-        raise KnownBug(f"{name} ({form}): the known bug, still there:\n{report}")
-    pytest.fail(f"{name} ({form}): the Response is not what the capture says:\n{report}")
+    shared.fail_or_known_bug(
+        f"{name} ({form})", wrong_fields(name, got), None if bug is None else bug[0]
+    )
 
 
-@pytest.mark.parametrize("name", [n for n in capture_names() if n.endswith(".sse.txt")])
+@pytest.mark.parametrize(
+    "name", [n for n in shared.capture_names(CAPTURES) if n.endswith(".sse.txt")]
+)
 def test_signatures_go_back_on_the_next_request(server: ScriptedServer, name: str) -> None:
     """The answer appended to the conversation builds a valid next request, signatures included."""
     response = run(server, name, "sse")
@@ -599,7 +278,7 @@ def _chunks(pieces: list[bytes]) -> list[Chunk]:
     return out
 
 
-STREAMS = [n for n in capture_names() if not n.endswith(".json")] if CAPTURES.is_dir() else []
+STREAMS = [n for n in shared.capture_names(CAPTURES) if not n.endswith(".json")]
 
 
 @pytest.mark.parametrize("name", STREAMS)

@@ -15,15 +15,14 @@ named ``*_chat_*`` go to `chat_completion[_stream]`, ``*_generate_*`` to
 
 The two pretty-printed ``docs_chat_stream_tool_call_{chunk,final}.json`` are
 two lines of one documented stream: each alone, and joined as that stream.
-`EXPECTED` is what reading each file says the Response must be; the texts are
-also rebuilt from the file without the library (`wire_texts`).
-"""
+`EXPECTED` (``fixtures/captures_expected/ollama.json``) is what reading each
+file says the Response must be; the texts are also rebuilt from the file
+without the library (`wire_texts`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -32,165 +31,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmchat.backends.ollama import Ollama
-from llmchat.dialects.ollama import ERR_NOT_DONE, OllamaChat, OllamaGenerate
-from llmchat.pipeline.judge import ERR_STREAM_CLOSED
+from llmchat.dialects.ollama import OllamaChat, OllamaGenerate
 from llmchat.response import Response
 from llmchat.testing import Reply, ScriptedServer
 from llmchat.testing.script import Framing, dumps
 
-from .capture_support import Long
+from . import capture_support as shared
 from .conftest import CAPTURES_DIR
 from .ollama_support import HI, ndjson_reply, run_pieces
 
 CAPTURES = CAPTURES_DIR / "ollama"
-PROVENANCE = "PROVENANCE.md"
 SETTLE_GUARD = 60.0  # a hang guard only: every stream here ends on done, an error or EOF
 DOCS_PAIR = ("docs_chat_stream_tool_call_chunk.json", "docs_chat_stream_tool_call_final.json")
 
 
-@dataclass(frozen=True)
-class Expect:
-    is_success: bool
-    finish_reason: str | None
-    provider_finish_reason: str | None = None
-    msg: str | Long = ""
-    reasoning_text: str | None = None
-    err: str | None = None
-    stream_err: str | None = None
-    """When the streamed reading fails differently from the blocking one."""
-    tool_calls: tuple[tuple[str, dict[str, Any], str], ...] = ()
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    model: str | None = None
-    server_total_seconds: float | None = None
-    reasoning_parts: list[dict[str, Any]] | None = field(default=None, compare=False)
-
-
-def ok(
-    msg: str | Long, prompt: int, completion: int, model: str, total_ns: int, **kw: Any
-) -> Expect:
-    return Expect(
-        is_success=True,
-        finish_reason=kw.pop("finish_reason", "stop"),
-        provider_finish_reason="stop",
-        msg=msg,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        model=model,
-        server_total_seconds=total_ns / 1e9,
-        **kw,
-    )
-
-
-EXPECTED: dict[str, Expect] = {
-    "crewai_generate_nonstream_llama31_a.json": ok(
-        '```\n{\n  "name": "Alice Llama",\n  "age": 30\n}\n```', 67, 22, "llama3.1", 20230916375
-    ),
-    # A stream line on its own: not a whole answer (blocking), a stream cut before
-    # its done line (streamed); the call it carries is kept either way.
-    "docs_chat_stream_tool_call_chunk.json": Expect(
-        is_success=False,
-        finish_reason=None,
-        err=ERR_NOT_DONE,
-        stream_err=ERR_STREAM_CLOSED,
-        tool_calls=(("get_weather", {"city": "Tokyo"}, "call_0"),),
-        model="llama3.2",
-    ),
-    "docs_chat_stream_tool_call_final.json": ok("", 169, 15, "llama3.2", 182242375),
-    "docs_generate_stream_handedited.ndjson": Expect(
-        is_success=True,
-        finish_reason="stop",
-        provider_finish_reason="stop",
-        msg="That's a fantastic question!",  # the done line carries the last piece
-        model="gemma4",
-    ),
-    "docs_generate_stream_midstream_error.ndjson": Expect(
-        is_success=False,
-        finish_reason=None,
-        msg=" Yes.Ican",
-        err="an error was encountered while running the model",
-        model="gemma4",
-    ),
-    # Go escapes < and > as \u003c/\u003e: the text holds a literal <think> (content).
-    "obl_generate_nonstream_deepseek_r1.json": ok(
-        Long(1532, "<think>\nAlright, so I need to describe", "social animals found everywhere."),
-        11,
-        325,
-        "deepseek-r1:1.5b",
-        6648147417,
-    ),
-    "obl_generate_stream_smollm2.ndjson": ok(
-        Long(219, "A rabbit is typically small and furry", "a white patch under their ears."),
-        38,
-        50,
-        "smollm2:360m",
-        1563572250,
-    ),
-    "openllmetry_chat_nonstream_model_attr.json": ok(
-        Long(398, "Okay, I understand.", "respond appropriately."), 19, 104, "gemma3:1b", 1078043917
-    ),
-    "openllmetry_chat_stream_async.ndjson": ok(
-        Long(238, "Here's one:\n\nWhy did the OpenTelemetry", "(Do you want another one?)"),
-        17,
-        63,
-        "llama3",
-        3722518334,
-    ),
-    # Tools were offered; llama3.1 answered in text.
-    "openllmetry_chat_tool_calls_nonstream.json": ok(
-        Long(535, "This is a simple example,", "(e.g., Celsius)."), 44, 113, "llama3.1", 6037504209
-    ),
-    "openllmetry_generate_nonstream.json": ok(
-        Long(261, "A niche topic!\n\nHere's one:", "smile to your face!)"),
-        17,
-        63,
-        "llama3",
-        4224430375,
-    ),
-    "openllmetry_generate_stream_metrics.ndjson": ok(
-        Long(188, "Okay, here's a joke about OpenTelemetry:", "like to hear another one? 😊"),
-        16,
-        51,
-        "gemma3:1b",
-        482007750,
-    ),
-    # stop with calls is tool_calls; one call has no "arguments" at all: {}.
-    "sk_chat_multi_tool_calls_nonstream.json": ok(
-        "",
-        152,
-        22,
-        "llama3.2",
-        456177688,
-        finish_reason="tool_calls",
-        tool_calls=(
-            ("MyPlugin_GetCurrentWeather", {"location": "Boston, MA"}, "call_0"),
-            ("MyPlugin_FunctionWithException", {"argument": "value"}, "call_1"),
-            ("MyPlugin_NonExistentFunction", {"argument": "value"}, "call_2"),
-            ("MyPlugin_InvalidArguments", {}, "call_3"),
-            ("MyPlugin_IntArguments", {"age": "36"}, "call_4"),
-        ),
-    ),
-    "sk_chat_stream_phi3.ndjson": ok(" these times of day.", 10, 239, "phi3", 58123571935),
-    # Hand-written: done with no done_reason (stop) and no counts; no final newline.
-    "sk_chat_thinking_stream_handwritten.ndjson": Expect(
-        is_success=True,
-        finish_reason="stop",
-        provider_finish_reason="stop",
-        msg="Final answer",
-        reasoning_text="This is reasoning content",
-        model="qwen3:0.6b",
-    ),
-    "sk_generate_stream_phi3_context.ndjson": ok(" daylight hours.", 10, 304, "phi3", 64697743903),
-}
+EXPECTED = shared.load_expected("ollama")
 
 
 # -- the files --------------------------------------------------------------------
-
-
-def capture_names() -> list[str]:
-    if not CAPTURES.is_dir():
-        return []
-    return sorted(p.name for p in CAPTURES.iterdir() if p.is_file() and p.name != PROVENANCE)
 
 
 def params(names: list[str]) -> list[Any]:
@@ -286,23 +144,8 @@ def run_stream(server: ScriptedServer, name: str, framing: Framing = "chunked") 
     return response
 
 
-def snapshot(response: Response) -> dict[str, Any]:
-    return {
-        "is_success": response.is_success,
-        "error_class": response.error_class,
-        "err": response.err,
-        "msg": response.msg,
-        "reasoning_text": response.reasoning_text,
-        "tool_calls": [(c.name, c.arguments, c.id) for c in response.tool_calls],
-        "finish_reason": response.finish_reason,
-        "provider_finish_reason": response.provider_finish_reason,
-        "prompt_tokens": response.prompt_tokens,
-        "completion_tokens": response.completion_tokens,
-        "total_tokens": response.total_tokens,
-        "model": response.model,
-        "server_total_seconds": response.timing.server_total_seconds,
-        "reasoning_parts": response.reasoning_parts,
-    }
+FIELDS = shared.snapshot_fields("ollama")
+"""The Response fields an Ollama capture decides."""
 
 
 def check(name: str, got: dict[str, Any], *, streamed: bool) -> None:
@@ -328,9 +171,9 @@ def check(name: str, got: dict[str, Any], *, streamed: bool) -> None:
         "server_total_seconds": want.server_total_seconds,
         "reasoning_text": want.reasoning_text,
     }
-    wrong = {k: (v, got[k]) for k, v in expected.items() if got[k] != v}
+    wrong = shared.mismatches(expected, got)
     msg = want.msg
-    if isinstance(msg, Long):
+    if isinstance(msg, shared.Long):
         good = msg.matches(got["msg"], wire_msg)
     else:
         good = got["msg"] == msg == wire_msg
@@ -349,28 +192,25 @@ def check(name: str, got: dict[str, Any], *, streamed: bool) -> None:
 def test_every_capture_has_an_expectation() -> None:
     if not CAPTURES.is_dir():
         pytest.skip(f"{CAPTURES} absent")
-    assert set(EXPECTED) == set(capture_names())
+    assert set(EXPECTED) == set(shared.capture_names(CAPTURES))
 
 
-@pytest.mark.parametrize("name", params(capture_names()))
+@pytest.mark.parametrize("name", params(shared.capture_names(CAPTURES)))
 def test_capture_blocking(server: ScriptedServer, name: str) -> None:
-    check(name, snapshot(run_blocking(server, name)), streamed=False)
+    check(name, shared.snapshot(run_blocking(server, name), FIELDS), streamed=False)
 
 
-@pytest.mark.parametrize("name", params(capture_names()))
+@pytest.mark.parametrize("name", params(shared.capture_names(CAPTURES)))
 def test_capture_streamed(server: ScriptedServer, name: str) -> None:
     response = run_stream(server, name)
-    got = snapshot(response)
-    check(name, got, streamed=True)
-    chunks = list(response)
-    assert "".join(c.content for c in chunks) == got["msg"]
-    assert "".join(c.thinking or "" for c in chunks) == (got["reasoning_text"] or "")
-    assert [c for chunk in chunks for c in chunk.tool_calls or []] == response.tool_calls
+    check(name, shared.snapshot(response, FIELDS), streamed=True)
+    shared.assert_chunks_replay(response)
 
 
-@pytest.mark.parametrize("name", params(capture_names()))
+@pytest.mark.parametrize("name", params(shared.capture_names(CAPTURES)))
 def test_chunked_and_close_delimited_agree(server: ScriptedServer, name: str) -> None:
-    assert snapshot(run_stream(server, name, "close")) == snapshot(run_stream(server, name))
+    close = shared.snapshot(run_stream(server, name, "close"), FIELDS)
+    assert close == shared.snapshot(run_stream(server, name), FIELDS)
 
 
 def test_the_documented_tool_call_stream_as_one(server: ScriptedServer) -> None:
@@ -394,7 +234,7 @@ def test_the_documented_tool_call_stream_as_one(server: ScriptedServer) -> None:
     assert response.timing.load_seconds == pytest.approx(0.041295167)
 
 
-STREAMS = capture_names()
+STREAMS = shared.capture_names(CAPTURES)
 
 
 @pytest.mark.skipif(not STREAMS, reason=f"{CAPTURES} absent")

@@ -153,3 +153,19 @@ def test_demo_streams_too() -> None:
     result = run("demo")
     assert b"3. The same request streamed" in result.stdout
     assert result.stdout.count(b"is_success=True") == 2
+
+
+def test_the_command_line_starts_without_the_proxy() -> None:
+    # The proxy (and gunicorn behind it) loads only when `llmchat proxy` runs.
+    code = (
+        "import sys, llmchat.cli, llmchat.cli.workers; "
+        "print(sorted(m for m in sys.modules if m.startswith('llmchat.proxy') or m == 'gunicorn'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert result.stdout.strip() == "[]"

@@ -470,8 +470,8 @@ def test_count_tokens_asks_an_anthropic_upstream(upstream):
     ],
 )
 def test_cli_options_reach_the_app(options, interval, drop):
-    from llmchat.cli import _parser
-    from llmchat.cli_proxy import _proxy_app
+    from llmchat.cli.commands import _parser
+    from llmchat.cli.proxy_command import _proxy_app
 
     args = _parser().parse_args(["proxy", "--upstream", "http://127.0.0.1:9/v1", *options])
     app, backend = _proxy_app(args)

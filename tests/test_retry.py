@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmchat import retry
 from llmchat.backends.openai_common import OpenAICommon
 from llmchat.errors import LLMChatError
 from llmchat.retry import (
@@ -23,7 +22,9 @@ from llmchat.retry import (
     Truncated,
     backoff,
     classify,
+    policy,
 )
+from llmchat.retry import inference as inference_module
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, Stall
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
@@ -39,7 +40,7 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, object]]:
         calls.append((attempt, retry_after))
         return 0.0
 
-    monkeypatch.setattr(retry, "backoff", fake)
+    monkeypatch.setattr(inference_module, "backoff", fake)
     return calls
 
 
@@ -136,8 +137,8 @@ def test_backoff_retry_after_garbage_ignored(garbage: str):
 def test_sleep_wakes_on_cancel():
     event = threading.Event()
     threading.Timer(0.05, event.set).start()
-    assert retry._sleep(30, event) is True
-    assert retry._sleep(0.01, threading.Event()) is False
+    assert policy.sleep_unless_cancelled(30, event) is True
+    assert policy.sleep_unless_cancelled(0.01, threading.Event()) is False
 
 
 # -- argument validation ------------------------------------------------------
@@ -410,7 +411,7 @@ def test_run_stream_rejects_parser(servers):
 def test_inference_over_mock_backends(monkeypatch: pytest.MonkeyPatch) -> None:
     from llmchat import MockBackend
 
-    monkeypatch.setattr(retry, "backoff", lambda attempt, retry_after=None: 0.0)
+    monkeypatch.setattr(inference_module, "backoff", lambda attempt, retry_after=None: 0.0)
     flaky = MockBackend(
         [
             {"error_class": "http", "error_status": 500, "err": "oops"},
@@ -418,7 +419,7 @@ def test_inference_over_mock_backends(monkeypatch: pytest.MonkeyPatch) -> None:
         ]
     )
     steady = MockBackend([{"text": "fine"}])
-    records: list[retry.Attempt] = []
+    records: list[Attempt] = []
     response = Inference([flaky, steady], max_retries=3, on_attempt=records.append).run(
         [{"role": "user", "content": "hi"}]
     )

@@ -15,9 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmchat import settings as settings_module
 from llmchat.errors import InvalidArgumentError, InvalidTypeError, LLMChatError
-from llmchat.settings import Settings
+from llmchat.settings import Settings, checks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +49,7 @@ def test_fields_match_api_md_in_order() -> None:
 
 
 def test_every_field_has_a_check() -> None:
-    assert set(settings_module._CHECKS) == set(API_FIELDS)
+    assert set(checks.CHECKS) == set(API_FIELDS)
 
 
 def test_defaults_are_all_none_and_send_nothing() -> None:

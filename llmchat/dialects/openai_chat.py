@@ -8,11 +8,14 @@ completion is decided downstream (`llmchat.pipeline`).
 
 `decode_chat` returns a plain `str` for the most common frame (one content
 delta and nothing else), so the hot path allocates nothing but the Chunk.
+`parse_completion` gathers a whole body's reading into a `Completion` (public
+as `llmchat.completion.parse_completion`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 from ..messages import content_text
@@ -21,6 +24,7 @@ from .base import Delta, Dialect, inband_error, is_count, usage_block
 
 __all__ = [
     "DONE",
+    "Completion",
     "Delta",
     "OpenAIChat",
     "OpenAIText",
@@ -28,6 +32,7 @@ __all__ = [
     "decode_text",
     "inband_error",
     "no_finish",
+    "parse_completion",
     "usage_fields",
 ]
 
@@ -252,3 +257,40 @@ class OpenAIText(OpenAIChat):
 
     def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
         return decode_text(payload)
+
+
+@dataclass(slots=True)
+class Completion:
+    """What one non-streamed completion body says."""
+
+    text: str = ""
+    reasoning: str | None = None
+    refusal: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    model: str | None = None
+    id: str | None = None
+    citations: list[Any] | None = None
+    error: str | None = None
+    """An in-band provider error (top-level or a choice's `error`); None when none."""
+
+
+def parse_completion(payload: Mapping[str, Any], *, kind: str = "chat") -> Completion:
+    """Read a ``chat.completion`` (`kind="chat"`) or ``text_completion`` body.
+
+    The dialect decoder's reading, gathered; never raises on odd shapes.
+    """
+    decoded = decode_text(payload) if kind == "text" else decode_chat(payload)
+    delta = Delta(text=decoded, choice=True) if isinstance(decoded, str) else decoded
+    model, pid = payload.get("model"), payload.get("id")
+    return Completion(
+        text=delta.text,
+        reasoning=delta.thinking or None,
+        refusal=delta.refusal or None,
+        tool_calls=list(delta.calls or ()),
+        finish_reason=delta.finish_reason,
+        model=model if isinstance(model, str) and model else None,
+        id=pid if isinstance(pid, str) and pid else None,
+        citations=delta.citations,
+        error=delta.error,
+    )

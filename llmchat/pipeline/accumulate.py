@@ -12,6 +12,9 @@ taken from later payloads: the finish chunk is the last one whose content,
 reasoning and tool calls count (spec: STREAM TERMINATION CONTRACT). Every tool
 call lands whole, exactly once, on the final chunk, whose `finish_reason` is
 the provider's verbatim.
+
+`StreamParser` is the same accumulator under its earlier public name
+(`llmchat.stream_parser`), with `feed` and `wire_finish_reason`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..sse import SSEEvent
 from ..tools import ToolCall, ToolCallAssembler
 from .think_tags import ThinkTags
 
-__all__ = ["DONE", "Accumulator"]
+__all__ = ["DONE", "Accumulator", "StreamParser"]
 
 
 class Accumulator:
@@ -265,3 +268,16 @@ class Accumulator:
 def _raw(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The payload as a Chunk's `raw` (decoded JSON is a dict already: no copy)."""
     return payload if isinstance(payload, dict) else dict(payload)
+
+
+class StreamParser(Accumulator):
+    """An `Accumulator` under its earlier name (public as `llmchat.stream_parser.StreamParser`)."""
+
+    def feed(self, event: SSEEvent) -> list[Chunk]:
+        """Return the chunks one SSE event produces (`feed_event`)."""
+        return self.feed_event(event)
+
+    @property
+    def wire_finish_reason(self) -> str | None:
+        """The finish reason exactly as it arrived (`finish_reason`); None until it does."""
+        return self.finish_reason

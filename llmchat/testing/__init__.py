@@ -8,8 +8,8 @@ from __future__ import annotations
 from .chat import ChatResponder
 from .headers import Headers
 from .record import RecordedRequest
-from .script import Drop, Pause, Reply, Script, ScriptError, Stall, Step, WaitFor, Write
-from .server import ScriptedServer
+from .script import Drop, Pause, Reply, ScriptError, Stall, Step, WaitFor, Write
+from .server import Script, ScriptedServer
 
 __all__ = [
     "ChatResponder",

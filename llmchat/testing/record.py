@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .headers import Headers
-
-if TYPE_CHECKING:
-    from .script import Reply
+from .script import Reply
 
 __all__ = ["RecordedRequest"]
 

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from .compress import ContentEncoding, compress_writes
-from .record import RecordedRequest
 
 __all__ = [
     "Drop",
     "Framing",
     "Pause",
     "Reply",
-    "Script",
     "ScriptError",
     "Stall",
     "Step",
@@ -296,7 +294,3 @@ def _checked_steps(steps: Iterable[Step]) -> tuple[Step, ...]:
                 f"a reply step must be Write, Pause, Stall, Drop or WaitFor, got {step!r}"
             )
     return checked
-
-
-Script: TypeAlias = Reply | Sequence[Reply] | Callable[[RecordedRequest], Reply] | None
-"""What a `ScriptedServer` plays: one reply, replies in order, a callable, or nothing."""

@@ -10,20 +10,23 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Final
+from typing import Final, TypeAlias
 
 from .connection import serve_connection
 from .record import RecordedRequest
-from .script import Reply, Script, ScriptError
+from .script import Reply, ScriptError
 from .tls import accept_tls
 from .wire import ParsedRequest
 
-__all__ = ["ScriptedServer"]
+__all__ = ["Script", "ScriptedServer"]
 
 READY_TIMEOUT: Final = 5.0
 STOP_TIMEOUT: Final = 5.0
 
 Responder = Callable[[RecordedRequest], Reply]
+
+Script: TypeAlias = Reply | Sequence[Reply] | Responder | None
+"""What a `ScriptedServer` plays: one reply, replies in order, a callable, or nothing."""
 
 
 class ScriptedServer:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .errors import LLMChatError
+from ..errors import LLMChatError
 
 __all__ = ["add_worker_options", "serve_workers", "wants_workers"]
 
@@ -59,7 +59,7 @@ def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]
     worker after the fork: the upstream's connection pool is never shared.
     """
     try:
-        from .proxy.gunicorn_app import WorkerOptions, serve
+        from ..proxy.gunicorn_app import WorkerOptions, serve
     except ImportError:
         raise LLMChatError(_MISSING) from None
     options = WorkerOptions(

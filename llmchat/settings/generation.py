@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .errors import InvalidArgumentError, InvalidTypeError
-from .settings_checks import CHECKS as _CHECKS
-from .settings_checks import describe as _describe
+from ..errors import InvalidArgumentError, InvalidTypeError
+from .checks import CHECKS as _CHECKS
+from .checks import describe as _describe
 
 __all__ = ["Settings"]
 

@@ -36,23 +36,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidArgumentError, InvalidTypeError
-from .response import Response
-from .retry_attempts import Attempt, Cancelled, Exhausted, TimedOut, Truncated
-from .retry_policy import MAX_BACKOFF, MAX_RETRY_AFTER, _sleep, backoff, classify
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..response import Response
+from .attempts import Attempt, Cancelled, Exhausted, TimedOut, Truncated
+from .policy import backoff, classify, sleep_unless_cancelled
 
-__all__ = [
-    "MAX_BACKOFF",
-    "MAX_RETRY_AFTER",
-    "Attempt",
-    "Cancelled",
-    "Exhausted",
-    "Inference",
-    "TimedOut",
-    "Truncated",
-    "backoff",
-    "classify",
-]
+__all__ = ["Inference"]
 
 log = logging.getLogger("llmchat")
 
@@ -240,7 +229,7 @@ class Inference:
                     why = self._too_long(delay, retry_after, ends_at)
                     if why is None:
                         retries += 1
-                        if _sleep(delay, self._cancel_event):
+                        if sleep_unless_cancelled(delay, self._cancel_event):
                             raise Cancelled(attempts)
                         continue
                 break

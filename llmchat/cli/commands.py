@@ -16,12 +16,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .backends.openai_common import OpenAICommon
-from .cli_proxy import add_parser as add_proxy_parser
-from .errors import LLMChatError
-from .redact import check_secret
-from .settings import Settings
-from .usage_report import add_parser as add_usage_parser
+from ..backends.openai_common import OpenAICommon
+from ..errors import LLMChatError
+from ..settings import Settings
+from ..usage_report import add_parser as add_usage_parser
+from .env import env_key
+from .proxy_command import add_parser as add_proxy_parser
 
 __all__ = ["main"]
 
@@ -154,13 +154,8 @@ def _backend(args: argparse.Namespace, **options: Any) -> OpenAICommon:
     if not args.api_url:
         raise LLMChatError("no server: pass --api-url or set LLMCHAT_API_URL")
     return OpenAICommon(
-        args.api_url, api_key=_env_key(args.api_key_env), model=args.model, **options
+        args.api_url, api_key=env_key(args.api_key_env), model=args.model, **options
     )
-
-
-def _env_key(name: str) -> str | None:
-    """The key in environment variable `name`; a malformed one is refused naming the variable."""
-    return check_secret(f"the {name} environment variable", os.environ.get(name) or None)
 
 
 def _load(path: str) -> Any:
@@ -221,7 +216,7 @@ def _demo_server(args: argparse.Namespace) -> Iterator[str]:
     if args.api_url:
         yield args.api_url
         return
-    from .testing import ChatResponder, ScriptedServer  # only the demo needs it
+    from ..testing import ChatResponder, ScriptedServer  # only the demo needs it
 
     answer = '{"evidence":"Part 2 of the report.","change":"Ship the second part."}'
     with ScriptedServer(ChatResponder(answer, model="loopback")) as url:

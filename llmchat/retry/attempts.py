@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import LLMChatError
+from ..errors import LLMChatError
 
 __all__ = ["Attempt", "Cancelled", "Exhausted", "TimedOut", "Truncated"]
 

@@ -14,7 +14,7 @@ import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from .errors import InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["CHECKS", "describe"]
 

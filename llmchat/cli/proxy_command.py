@@ -7,8 +7,9 @@ import os
 import sys
 from typing import Any
 
-from .cli_workers import add_worker_options, serve_workers, wants_workers
-from .errors import LLMChatError
+from ..errors import LLMChatError
+from .env import env_key
+from .workers import add_worker_options, serve_workers, wants_workers
 
 __all__ = ["add_parser"]
 
@@ -136,7 +137,7 @@ def _seconds(text: str) -> float:
 
 
 def _run_proxy(args: argparse.Namespace) -> int:
-    from .proxy import make_server
+    from ..proxy import make_server
 
     if not args.upstream:
         raise LLMChatError("no upstream: pass --upstream or set LLMCHAT_API_URL")
@@ -167,14 +168,13 @@ def _run_proxy(args: argparse.Namespace) -> int:
 
 def _proxy_app(args: argparse.Namespace) -> tuple[Any, Any]:
     """The proxy app and its upstream as `args` say (under gunicorn, once per worker)."""
-    from .backends.openai_common import OpenAICommon
-    from .cli import _env_key
-    from .proxy import make_app
-    from .transport import DEFAULT_POOL_SIZE
+    from ..backends.openai_common import OpenAICommon
+    from ..proxy import make_app
+    from ..transport import DEFAULT_POOL_SIZE
 
     upstream = OpenAICommon(
         args.upstream,
-        api_key=_env_key(args.api_key_env),
+        api_key=env_key(args.api_key_env),
         model=args.model,
         # Every connection the server admits may hold one upstream connection.
         pool_size=max(DEFAULT_POOL_SIZE, args.max_connections),
@@ -182,7 +182,7 @@ def _proxy_app(args: argparse.Namespace) -> tuple[Any, Any]:
     app = make_app(
         upstream,
         usage_log=args.usage_log,
-        api_key=_env_key(args.proxy_key_env),
+        api_key=env_key(args.proxy_key_env),
         max_body_bytes=args.max_body_bytes,
         usage_db=args.usage_db,
         ping_interval=args.ping_interval or None,

@@ -15,7 +15,14 @@ import threading
 from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
-__all__ = ["MAX_BACKOFF", "MAX_RETRY_AFTER", "Decision", "backoff", "classify"]
+__all__ = [
+    "MAX_BACKOFF",
+    "MAX_RETRY_AFTER",
+    "Decision",
+    "backoff",
+    "classify",
+    "sleep_unless_cancelled",
+]
 
 Decision = Literal["abort", "retry-same", "advance"]
 
@@ -90,7 +97,7 @@ def backoff(attempt: int, retry_after: str | float | None = None) -> float:
     return min(2.0**exponent + random.uniform(0, 0.5), MAX_BACKOFF)
 
 
-def _sleep(seconds: float, cancel_event: threading.Event) -> bool:
+def sleep_unless_cancelled(seconds: float, cancel_event: threading.Event) -> bool:
     """Sleep up to `seconds`; wake at once when `cancel_event` is set. True if cancelled."""
     if seconds <= 0:
         return cancel_event.is_set()
