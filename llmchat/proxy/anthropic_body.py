@@ -24,7 +24,7 @@ from typing import Any, Final
 from ..response import Response
 from .answers import Answer
 from .bodies import StreamBody
-from .hangup import HangupWatch
+from .server.hangup import HangupWatch
 from .usage import UsageEvent
 
 __all__ = ["PingingStreamBody"]

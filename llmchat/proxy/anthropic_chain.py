@@ -19,7 +19,7 @@ from ..response import Response
 from .answers import Answer
 from .anthropic_body import PingingStreamBody
 from .bodies import _AccountedBody
-from .hangup import HangupWatch
+from .server.hangup import HangupWatch
 from .upstream import Call, Failure, Upstream
 from .usage import UsageEvent
 

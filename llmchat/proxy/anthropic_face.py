@@ -78,10 +78,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..protocols.anthropic import anthropic_usage, error_type_for_status, thinking_signature
+from ..protocols.anthropic import anthropic_usage, thinking_signature
 from ..tools import ToolCall
 from .anthropic_blocks import dropped
 from .anthropic_history import chat_turns, history_messages, required, system_text
+from .error_shapes import anthropic_error_body as error_body
 from .fields import integer, json_type, number, require_bool, require_mapping, require_str
 
 __all__ = ["error_body", "message_body", "messages_request"]
@@ -205,11 +206,6 @@ def message_body(
         "stop_sequence": None,
         "usage": anthropic_usage(input_tokens or 0, cached_tokens, output_tokens),
     }
-
-
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """Anthropic's error body, its ``error.type`` chosen by HTTP `status`."""
-    return {"type": "error", "error": {"type": error_type_for_status(status), "message": message}}
 
 
 # -- request pieces -------------------------------------------------------

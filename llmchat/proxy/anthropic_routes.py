@@ -29,7 +29,7 @@ from .answers import AnthropicAnswer
 from .anthropic_body import PingingStreamBody
 from .anthropic_chain import ChainStartBody, Starting
 from .bodies import STREAM_HEADERS
-from .hangup import HangupWatch, client_socket
+from .server.hangup import HangupWatch, client_socket
 from .token_count import count_tokens
 from .upstream import Call, Failure
 

@@ -25,11 +25,11 @@ from .anthropic_routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
 from .bodies import STREAM_HEADERS, StreamBody
 from .client_body import TOO_DEEP, ClientError, read_json
 from .client_exchange import ClientExchange
-from .hangup import HangupWatch, client_socket
+from .error_shapes import error_body, face_of
 from .ollama_routes import OllamaRoutes
 from .outbound import Cleaner, client_json, utf8_size
 from .retry_advice import log_refusal
-from .shapes import error_body, face_of
+from .server.hangup import HangupWatch, client_socket
 from .upstream import Call, Failure, Upstream, client_message
 from .usage import CLIENT_ABORT_STATUS, UsageLog
 from .usage_fields import UNKNOWN_ROUTE

@@ -14,10 +14,11 @@ from typing import Any
 
 from ..response import Response
 from .answers import Answer
+from .error_shapes import StreamCut
 from .failures import log_upstream_failure
-from .hangup import HangupWatch
-from .relay_end import FrameGate, StreamCut, error_frame
+from .relay_end import FrameGate, error_frame
 from .relay_meter import RelayMeter
+from .server.hangup import HangupWatch
 from .upstream import Relay, RelayBroken
 from .usage import CLIENT_ABORT_STATUS, UsageEvent
 

@@ -17,9 +17,9 @@ from ..errors import InvalidArgumentError
 from . import ollama_embed, ollama_face
 from .answers import OllamaAnswer
 from .embeddings import Embeddings, fetch_embeddings
-from .hangup import HangupWatch, client_socket
 from .ollama_models import model_info, speaks_llama_cpp
 from .outbound import client_json
+from .server.hangup import HangupWatch, client_socket
 from .upstream import Relay, UpstreamUnavailable, client_message
 
 if TYPE_CHECKING:

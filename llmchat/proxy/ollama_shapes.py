@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from ..protocols.ollama import ollama_tool_call
 from ..tools import ToolCall
+from .error_shapes import ollama_error_body as error_body
 
 __all__ = [
     "OLLAMA_VERSION",
@@ -117,11 +118,6 @@ def finish(
     if cached_tokens is not None:
         out["prompt_eval_cached_count"] = int(cached_tokens)
     out["eval_count"] = int(output_tokens or 0)
-
-
-def error_body(message: str) -> dict[str, Any]:
-    """Ollama's error body: ``{"error": message}``."""
-    return {"error": message}
 
 
 def tags_body(models: list[str]) -> dict[str, Any]:

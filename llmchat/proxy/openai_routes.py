@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .bodies import STREAM_HEADERS, RelayBody
-from .hangup import HangupWatch, client_socket
 from .relay_meter import RelayMeter
+from .server.hangup import HangupWatch, client_socket
 from .upstream import Relay
 
 if TYPE_CHECKING:

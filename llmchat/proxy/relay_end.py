@@ -22,24 +22,14 @@ import json
 import re
 from typing import Final
 
+from .error_shapes import StreamCut, error_body
 from .failures import client_message, status_for
-from .shapes import error_body
 
 __all__ = ["FrameGate", "StreamCut", "error_frame"]
 
 # A blank line ends a frame: two line ends in a row, each CRLF, CR or LF. A CR
 # right before a LF is half of one CRLF, never a line end of its own.
 _FRAME_END: Final = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
-
-
-class StreamCut(ConnectionResetError):
-    """Raised by a streamed body to end the connection without the body's last chunk.
-
-    A connection reset because that is what the client gets, and because
-    gunicorn closes a connection whose answer raised one quietly (any other
-    exception from a started body it logs with its traceback); the proxy's own
-    server does the same. The failure is already logged, and in the stream.
-    """
 
 
 class FrameGate:

@@ -18,14 +18,12 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from .. import wire_json
+from ... import wire_json
+from ..error_shapes import NO_RETRY_STATUSES, StreamCut, error_body, face_of_request_line
 from .deadlines import DeadlineReader, StallWriter, drain, wait_for
 from .limits import ServerLimits
-from .relay_end import StreamCut
 from .request_body import RequestBody, Unframeable, body_of
 from .request_head import BadHead, RequestHeaders, read_request_headers, request_line
-from .retry_advice import NO_RETRY_STATUSES
-from .shapes import error_body, face_of_request_line
 from .wsgi_exchange import WSGIExchange, request_environ
 
 __all__ = ["ConnectionHandler", "error_response", "linger_seconds"]

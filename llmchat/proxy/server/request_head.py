@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..transport.header_fields import FieldsTooLarge, read_fields
+from ...transport.header_fields import FieldsTooLarge, read_fields
 
 __all__ = ["BadHead", "RequestHeaders", "read_request_headers", "request_line"]
 

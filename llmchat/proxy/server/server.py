@@ -33,10 +33,10 @@ from collections.abc import Callable
 from http.server import HTTPServer
 from typing import Any
 
+from ..error_shapes import face_of_request_line, overloaded_body
 from .connection import ConnectionHandler, error_response, linger_seconds
 from .deadlines import DeadlineReader, StallWriter, drain
 from .limits import ServerLimits
-from .shapes import face_of_request_line, overloaded_body
 
 __all__ = ["ProxyServer", "ServerLimits", "error_response", "make_server"]
 
