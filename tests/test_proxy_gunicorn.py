@@ -22,7 +22,7 @@ from gunicorn.workers.gthread import ThreadWorker
 
 from llmchat.cli import main
 from llmchat.proxy.server.gunicorn_app import WorkerOptions, gunicorn_settings
-from llmchat.proxy.usage_store import open_store
+from llmchat.proxy.usage.backend import open_store
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor, Write
 
 from .proxy_servers import WAIT, serve_proxy, stop

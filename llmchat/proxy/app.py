@@ -32,8 +32,9 @@ from .retry_advice import log_refusal
 from .server.hangup import HangupWatch, client_socket
 from .upstream import Call, Failure, Upstream, client_message
 from .usage import CLIENT_ABORT_STATUS, UsageLog
-from .usage_fields import UNKNOWN_ROUTE
-from .usage_store import key_id_of, store_of
+from .usage.backend import store_of
+from .usage.event import key_id_of
+from .usage.fields import UNKNOWN_ROUTE
 
 __all__ = ["ProxyApp", "make_app"]
 

@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from ..errors import InvalidArgumentError
-from ..redact import Redactor
-from .usage_store import SqlStore
+from ...errors import InvalidArgumentError
+from ...redact import Redactor
+from .sql import SqlStore
 
 __all__ = ["PostgresStore"]
 

@@ -1,45 +1,31 @@
-"""Usage stores: one row per proxied request in SQLite or PostgreSQL, and totals over them.
+"""The SQL both usage stores share: one row per proxied request, and totals over them.
 
-`open_store(target)` picks the store: a ``postgresql://`` URL is
-`usage_postgres.PostgresStore` (several machines sharing one database), any
-other string or path is `usage_sqlite.SqliteStore` (the embedded default; safe
-for several processes on one machine). Both keep the same schema, written
-here once: table ``llmchat_usage`` with a column per `UsageEvent` field plus
-``day`` (the UTC date of ``started_at``, so grouping by day is the same SQL in
-both), and ``llmchat_usage_schema`` holding the schema's version.
+`backend.open_store(target)` picks the store: a ``postgresql://`` URL is
+`postgres.PostgresStore` (several machines sharing one database), any other
+string or path is `sqlite.SqliteStore` (the embedded default; safe for several
+processes on one machine). Both keep the same schema, written here once:
+table ``llmchat_usage`` with a column per `UsageEvent` field plus ``day`` (the
+UTC date of ``started_at``, so grouping by day is the same SQL in both), and
+``llmchat_usage_schema`` holding the schema's version.
 """
 
 from __future__ import annotations
 
 import datetime
-import hashlib
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import fields
+from typing import Any, Generic, TypeVar
 
-from ..errors import InvalidArgumentError, InvalidTypeError, LLMChatError
-from .usage import UsageEvent
+from ...errors import InvalidArgumentError, LLMChatError
+from .event import UsageEvent
+from .store import GROUPINGS, Total, time_bounds
 
-__all__ = [
-    "GROUPINGS",
-    "SCHEMA_VERSION",
-    "SqlStore",
-    "Total",
-    "UsageStore",
-    "key_id_of",
-    "open_store",
-    "store_of",
-    "time_bounds",
-]
+__all__ = ["COLUMNS", "SCHEMA_VERSION", "TABLE", "VERSION_TABLE", "SqlStore"]
 
 SCHEMA_VERSION = 1
 """Bumped when a column changes; a store refuses a database with a newer version."""
-
-GROUPINGS = ("model", "day", "key_id")
-"""What `UsageStore.totals` can group by."""
 
 TABLE = "llmchat_usage"
 VERSION_TABLE = "llmchat_usage_schema"
@@ -65,120 +51,6 @@ _TYPES = {
     "day": "TEXT NOT NULL",
 }
 assert set(_TYPES) == set(COLUMNS), "every UsageEvent field needs a column type"
-
-_KEY_ID_SALT = b"llmchat usage key id v1"
-
-
-@dataclass(frozen=True)
-class Total:
-    """The sums over one group's rows (one model, one day or one key id)."""
-
-    key: str | None
-    """The model, the UTC day (``YYYY-MM-DD``) or the key id; None for rows without one."""
-    requests: int
-    ok: int
-    failed: int
-    input_tokens: int
-    """Sum over the rows that reported a count (None counts as 0)."""
-    output_tokens: int
-    content_bytes: int
-    duration_ms: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-class UsageStore(Protocol):
-    """What the proxy records usage into, and `llmchat usage` reads totals from."""
-
-    def record(self, event: UsageEvent) -> None:
-        """Store one event as one row. Thread-safe; raises on a database error."""
-
-    def totals(
-        self,
-        by: str,
-        since: datetime.date | None = None,
-        until: datetime.date | None = None,
-    ) -> list[Total]:
-        """One `Total` per value of `by` (one of `GROUPINGS`), ordered by it (None last).
-
-        `since` and `until` are UTC days, both included.
-        """
-
-    def describe_error(self, exc: BaseException) -> str:
-        """`exc` as a log line's text, without any credential in the store's address."""
-
-    def close(self) -> None:
-        """Close every connection; idempotent."""
-
-
-def open_store(target: str | os.PathLike[str], *, field: str = "usage_db") -> SqlStore[Any]:
-    """The store for `target`: a ``postgresql://`` URL or an SQLite file path.
-
-    Checks `target` before any I/O, naming `field` in the error.
-    """
-    if isinstance(target, os.PathLike):
-        target = os.fspath(target)
-    if not isinstance(target, str):
-        raise InvalidTypeError(f"{field} must be a file path or a postgresql:// URL")
-    scheme = target.partition("://")[0].lower() if "://" in target else ""
-    if scheme in ("postgresql", "postgres"):
-        try:
-            from .usage_postgres import PostgresStore
-        except ImportError:
-            raise LLMChatError(
-                f"{field}: a postgresql:// URL needs psycopg: pip install 'llmchat[postgres]'"
-            ) from None
-        return PostgresStore(target, field=field)
-    if scheme:
-        raise InvalidArgumentError(
-            f"{field} must be a file path or a postgresql:// URL, not a {scheme}:// URL"
-        )
-    from .usage_sqlite import SqliteStore
-
-    return SqliteStore(target, field=field)
-
-
-def store_of(usage_db: Any) -> tuple[UsageStore | None, bool]:
-    """`make_app`'s `usage_db`: a path or URL (opened here, owned) or a store (the caller's).
-
-    Returns the store and whether its closing is the app's job.
-    """
-    if usage_db is None:
-        return None, False
-    if isinstance(usage_db, (str, os.PathLike)):
-        return open_store(usage_db), True
-    if callable(getattr(usage_db, "record", None)):
-        return usage_db, False
-    raise InvalidTypeError(
-        "usage_db must be an SQLite file path, a postgresql:// URL, a UsageStore, or None"
-    )
-
-
-def key_id_of(key: str) -> str:
-    """A short id for client key `key`: the same in every process, never the key.
-
-    PBKDF2 with many rounds (computed once per configured key), so a guessable
-    key is still costly to confirm from its id.
-    """
-    digest = hashlib.pbkdf2_hmac("sha256", key.encode("utf-8"), _KEY_ID_SALT, 50_000)
-    return "key_" + digest.hex()[:12]
-
-
-def time_bounds(
-    since: datetime.date | None, until: datetime.date | None
-) -> tuple[float | None, float | None]:
-    """Unix times for `since`'s first instant and the instant after `until` (UTC days)."""
-    if since is not None and until is not None and since > until:
-        raise InvalidArgumentError(f"since ({since}) is after until ({until})")
-    return (
-        _midnight(since) if since is not None else None,
-        _midnight(until + datetime.timedelta(days=1)) if until is not None else None,
-    )
-
-
-def _midnight(day: datetime.date) -> float:
-    return datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.timezone.utc).timestamp()
 
 
 def _row(event: UsageEvent) -> tuple[Any, ...]:

@@ -1,4 +1,4 @@
-"""Usage events: one record per proxied request, to a JSON-lines file, a callback or a store.
+"""Where usage events go: a JSON-lines file, a callback or a store (`UsageLog`).
 
 A JSON line is written with one `os.write` on an ``O_APPEND`` descriptor, so
 several processes (gunicorn workers) appending to one file never interleave or
@@ -7,9 +7,9 @@ starts on a new line whatever came before: when the file does not end in a
 newline (a write cut short by a full disk, here or in another process), the
 line is written after one, so it is never glued onto the torn one (writers
 hold an advisory lock while they check the end and append). The stores
-(`usage_store`) are for totals across processes and machines.
+(`store`, `sql`) are for totals across processes and machines.
 
-Nothing a client sends makes an event large (`usage_fields` bounds every
+Nothing a client sends makes an event large (`usage.fields` bounds every
 field), and refusals that need no key to provoke (`PROBE_STATUSES` without an
 accepted key) are recorded up to `PROBES_PER_MINUTE` per process and counted
 past that, so a flood of them costs a bounded amount of storage per minute.
@@ -23,73 +23,20 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from .. import wire_json
-from .usage_fields import RULES, clean
+from ... import wire_json
+from .event import UsageEvent
 
 if TYPE_CHECKING:
-    from .usage_store import UsageStore
+    from .store import UsageStore
 
-__all__ = ["UsageEvent", "UsageLog"]
+__all__ = ["PROBES_PER_MINUTE", "ProbeBudget", "UsageLog"]
 
 log = logging.getLogger("llmchat.proxy")
 
-CLIENT_ABORT_STATUS = 499
-"""The status recorded when the client hung up (nginx's convention; never sent)."""
-
-PROBE_STATUSES = frozenset({401, 404, 405})
-"""Refusals anyone can provoke without a key: no key, no such route, wrong method."""
-
 PROBES_PER_MINUTE = 60
 """Probe refusals recorded per process and minute; the rest are counted in a WARNING."""
-
-
-@dataclass
-class UsageEvent:
-    """What one request cost and how it ended. Never holds a credential or any text."""
-
-    request_id: str
-    face: str
-    """``ollama``, ``anthropic``, ``openai`` or ``proxy`` (health, models, …)."""
-    route: str
-    """The route served, e.g. ``/api/chat``; ``(unknown)`` for a path the proxy does not serve."""
-    model: str | None = None
-    """The model the client asked for (the upstream's when it named its own)."""
-    stream: bool = False
-    status: int = 200
-    """The HTTP status sent; 499 when the client hung up."""
-    ok: bool = True
-    """False for any failure, including an error line after a 200."""
-    duration_ms: float = 0.0
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    content_bytes: int = 0
-    """UTF-8 bytes of answer text written to the client: an observation, not an estimate."""
-    error_type: str | None = None
-    """``client_abort``, an upstream error class (``http``, ``timeout``, …), or a
-    face error (``invalid_request``, ``unauthorized``, ``too_large``, ``not_found``)."""
-    started_at: float = field(default_factory=time.time)
-    """Unix time the request arrived."""
-    key_id: str | None = None
-    """Which client key was accepted, as a non-reversible id (`key_id_of`); None when
-    the proxy checks no key or the request presented none that passed."""
-
-    def as_dict(self) -> dict[str, Any]:
-        """The fields as every sink gets them, each within its `usage_fields` rule."""
-        # Every field is a scalar: a shallow copy is the same dict as
-        # `dataclasses.asdict`, at a twentieth of its cost per request.
-        return clean({name: getattr(self, name) for name in _FIELDS})
-
-    @property
-    def is_probe(self) -> bool:
-        """A refusal a client without a key can provoke at will."""
-        return self.key_id is None and self.status in PROBE_STATUSES
-
-
-_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(UsageEvent))
-assert _FIELDS == tuple(RULES), "every UsageEvent field needs a rule in usage_fields, in order"
 
 
 class ProbeBudget:

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import InvalidArgumentError, InvalidTypeError
-from .usage_store import SqlStore
+from ...errors import InvalidArgumentError, InvalidTypeError
+from .sql import SqlStore
 
 __all__ = ["SqliteStore"]
 
