@@ -18,7 +18,7 @@ from typing import Any
 from ..response import Response
 from .answers import Answer
 from .anthropic_body import PingingStreamBody
-from .bodies import _AccountedBody
+from .bodies import AccountedBody
 from .server.hangup import HangupWatch
 from .upstream import Call, Failure, Upstream
 from .usage import UsageEvent
@@ -58,7 +58,7 @@ class Starting:
         return self._result
 
 
-class ChainStartBody(_AccountedBody):
+class ChainStartBody(AccountedBody):
     """``message_start`` and pings while `starting` runs, then the stream it started."""
 
     def __init__(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..tokens import TokenizerError
 from . import anthropic_face
-from .answers import AnthropicAnswer
+from .anthropic_answer import AnthropicAnswer
 from .anthropic_body import PingingStreamBody
 from .anthropic_chain import ChainStartBody, Starting
 from .bodies import STREAM_HEADERS

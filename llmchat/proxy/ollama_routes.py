@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import InvalidArgumentError
 from . import ollama_embed, ollama_face
-from .answers import OllamaAnswer
 from .embeddings import Embeddings, fetch_embeddings
+from .ollama_answer import OllamaAnswer
 from .ollama_models import model_info, speaks_llama_cpp
 from .outbound import client_json
 from .server.hangup import HangupWatch, client_socket

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .bodies import STREAM_HEADERS, RelayBody
+from .bodies import STREAM_HEADERS
+from .openai_relay_body import RelayBody
 from .relay_meter import RelayMeter
 from .server.hangup import HangupWatch, client_socket
 from .upstream import Relay
