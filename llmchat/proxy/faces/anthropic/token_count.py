@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import wire_json
-from ..backends.anthropic import Anthropic
-from ..backends.openai_common import OpenAICommon
-from ..tokens import TOKENIZE_TIMEOUT, TokenizerError
-from .upstream import Upstream
+from .... import wire_json
+from ....backends.anthropic import Anthropic
+from ....backends.openai_common import OpenAICommon
+from ....tokens import TOKENIZE_TIMEOUT, TokenizerError
+from ...upstream import Upstream
 
 __all__ = ["count_tokens"]
 

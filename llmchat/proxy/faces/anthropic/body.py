@@ -21,11 +21,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-from ..response import Response
-from .answers import Answer
-from .bodies import StreamBody
-from .server.hangup import HangupWatch
-from .usage import UsageEvent
+from ....response import Response
+from ...answers import Answer
+from ...bodies import StreamBody
+from ...server.hangup import HangupWatch
+from ...usage import UsageEvent
 
 __all__ = ["PingingStreamBody"]
 

@@ -1,11 +1,11 @@
 """Anthropic conversation history as OpenAI chat messages: the request's ``messages``.
 
-Pure but for DEBUG lines, like `anthropic_face` (which states the liberal
+Pure but for DEBUG lines, like `translate` (which states the liberal
 rule and the decisions): user turns with text, images and ``tool_result``
 blocks; assistant turns with text, ``tool_use`` and ``thinking`` blocks (the
 thinking goes back as the turn's ``reasoning_content``); ``system`` turns
 kept in place as user-side text; every other block folded or dropped by
-`anthropic_blocks`.
+`blocks`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import wire_json
-from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import normalize_messages
-from .anthropic_blocks import dropped, folded_text
-from .fields import json_type, require_bool, require_mapping, require_str
-from .images import data_url
+from .... import wire_json
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ....messages import normalize_messages
+from ...fields import json_type, require_bool, require_mapping, require_str
+from ...images import data_url
+from .blocks import dropped, folded_text
 
 __all__ = ["chat_turns", "history_messages", "required", "system_text", "text_of"]
 

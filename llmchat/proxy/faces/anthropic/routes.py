@@ -1,6 +1,6 @@
 """The proxy's Anthropic routes: ``POST /v1/messages`` and ``/v1/messages/count_tokens``.
 
-What Claude Code needs beyond the translation (`anthropic_face`):
+What Claude Code needs beyond the translation (`translate`):
 
 - a stream whose upstream is silent (prefill, hidden reasoning, a tool call
   being generated) gets ``ping`` events every `ping_interval` seconds. The
@@ -22,21 +22,21 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import InvalidArgumentError, InvalidTypeError
-from ..tokens import TokenizerError
-from . import anthropic_face
-from .anthropic_answer import AnthropicAnswer
-from .anthropic_body import PingingStreamBody
-from .anthropic_chain import ChainStartBody, Starting
-from .bodies import STREAM_HEADERS
-from .server.hangup import HangupWatch, client_socket
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ....tokens import TokenizerError
+from ...bodies import STREAM_HEADERS
+from ...server.hangup import HangupWatch, client_socket
+from ...upstream import Call, Failure
+from . import translate as anthropic_face
+from .answer import AnthropicAnswer
+from .body import PingingStreamBody
+from .chain import ChainStartBody, Starting
 from .token_count import count_tokens
-from .upstream import Call, Failure
 
 if TYPE_CHECKING:
-    from ..response import Response
-    from .app import ProxyApp
-    from .client_exchange import ClientExchange
+    from ....response import Response
+    from ...app import ProxyApp
+    from ...client_exchange import ClientExchange
 
 __all__ = ["BILLING_HEADER_PREFIX", "AnthropicRoutes", "without_billing_header"]
 

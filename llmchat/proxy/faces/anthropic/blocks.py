@@ -1,6 +1,6 @@
 """Anthropic content blocks a chat upstream has no block for: folded into text, or dropped.
 
-The face's liberal rule (`anthropic_face` states it) applied to blocks.
+The face's liberal rule (`translate` states it) applied to blocks.
 Claude Code and the Agent SDK send block types Anthropic's own servers act
 on: server-tool calls and their results, documents, search results, redacted
 thinking, compaction summaries, container uploads, and new ones every few
@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..errors import InvalidArgumentError
+from ....errors import InvalidArgumentError
 
 __all__ = ["document_error", "dropped", "folded_text"]
 

@@ -15,13 +15,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..response import Response
-from .answers import Answer
-from .anthropic_body import PingingStreamBody
-from .bodies import AccountedBody
-from .server.hangup import HangupWatch
-from .upstream import Call, Failure, Upstream
-from .usage import UsageEvent
+from ....response import Response
+from ...answers import Answer
+from ...bodies import AccountedBody
+from ...server.hangup import HangupWatch
+from ...upstream import Call, Failure, Upstream
+from ...usage import UsageEvent
+from .body import PingingStreamBody
 
 __all__ = ["ChainStartBody", "Starting"]
 

@@ -6,12 +6,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..protocols.anthropic import AnthropicStream, stop_reason_for
-from ..response import Response
-from . import anthropic_face
-from .answers import Answer, unreadable
-from .overflow import context_overflow
-from .upstream import Failure, client_message, failure_of, openai_chunk
+from ....protocols.anthropic import AnthropicStream, stop_reason_for
+from ....response import Response
+from ...answers import Answer, unreadable
+from ...overflow import context_overflow
+from ...upstream import Failure, client_message, failure_of, openai_chunk
+from . import translate as anthropic_face
 
 __all__ = ["AnthropicAnswer"]
 

@@ -47,7 +47,7 @@ Decisions worth knowing:
   an empty prefill.
 - Other blocks (``document``, ``search_result``, ``compaction``, server-tool
   calls and their ``*_tool_result``s, ...) are folded into text or dropped
-  (`anthropic_blocks`).
+  (`blocks`).
 - ``thinking: {"type": "enabled", "budget_tokens": N}`` becomes
   ``reasoning_effort``: ``"low"`` below 4096 tokens, ``"medium"`` below
   16384, ``"high"`` from there on, the one budget knob OpenAI-compatible
@@ -77,13 +77,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..errors import InvalidArgumentError, InvalidTypeError
-from ..protocols.anthropic import anthropic_usage, thinking_signature
-from ..tools import ToolCall
-from .anthropic_blocks import dropped
-from .anthropic_history import chat_turns, history_messages, required, system_text
-from .error_shapes import anthropic_error_body as error_body
-from .fields import integer, json_type, number, require_bool, require_mapping, require_str
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ....protocols.anthropic import anthropic_usage, thinking_signature
+from ....tools import ToolCall
+from ...error_shapes import anthropic_error_body as error_body
+from ...fields import integer, json_type, number, require_bool, require_mapping, require_str
+from .blocks import dropped
+from .history import chat_turns, history_messages, required, system_text
 
 __all__ = ["error_body", "message_body", "messages_request"]
 
