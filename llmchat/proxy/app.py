@@ -4,9 +4,9 @@ Routing, the key check, the body limit and request ids live here; the error
 body each face answers with is `error_shapes`'. Translating request bodies is
 the faces' job (`faces/`: each face's ``translate``); turning a Response into
 each face's answer is `answers`' and the faces' ``answer`` modules'; writing
-streamed bodies is `bodies`'; talking to the upstream is `upstream.Upstream`'s. Streams are yielded a line (or event) at
-a time: the app never buffers, so what reaches the client is only as delayed as
-the WSGI server makes it.
+streamed bodies is `bodies`'; talking to the upstream is `upstream.Upstream`'s.
+Streams are yielded a line (or event) at a time: the app never buffers, so what
+reaches the client is only as delayed as the WSGI server makes it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .client_body import TOO_DEEP, ClientError, read_json
 from .client_exchange import ClientExchange
 from .error_shapes import error_body, face_of
 from .faces.anthropic.routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
-from .ollama_routes import OllamaRoutes
+from .faces.ollama.routes import OllamaRoutes
 from .outbound import Cleaner, client_json, utf8_size
 from .retry_advice import log_refusal
 from .server.hangup import HangupWatch, client_socket

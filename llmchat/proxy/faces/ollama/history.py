@@ -1,6 +1,6 @@
 """Ollama chat history as OpenAI messages: roles, images, tool calls and their answers.
 
-Part of the proxy's Ollama face (`ollama_face` holds the decisions): pure
+Part of the proxy's Ollama face (`translate` holds the decisions): pure
 translation, no I/O. Errors name the field as the client wrote it
 (``messages[2].tool_calls[0].function.arguments``).
 """
@@ -11,10 +11,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import fastjson, wire_json
-from ..errors import InvalidArgumentError, InvalidTypeError
-from .fields import json_type, require_mapping, require_str
-from .images import data_url
+from .... import fastjson, wire_json
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ...fields import json_type, require_mapping, require_str
+from ...images import data_url
 
 __all__ = ["ignored", "messages", "with_images"]
 

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..protocols.ollama import OllamaStream
-from ..protocols.usage_counts import usage_counts
-from ..response import Response
-from . import ollama_face
-from .answers import Answer
-from .upstream import openai_chunk
+from ....protocols.ollama import OllamaStream
+from ....protocols.usage_counts import usage_counts
+from ....response import Response
+from ...answers import Answer
+from ...upstream import openai_chunk
+from . import translate as ollama_face
 
 __all__ = ["OllamaAnswer"]
 

@@ -2,8 +2,8 @@
 
 Each handler takes the request's `ClientExchange` and answers through the
 `ProxyApp` it belongs to (its JSON/error writers and its completion runner);
-translation is the pure modules' (`ollama_face`, `ollama_shapes`,
-`ollama_embed`), what the upstream says of its model `ollama_models`', and
+translation is the pure modules' (`translate`, `shapes`,
+`embed`), what the upstream says of its model `models`', and
 the embeddings call `embeddings`'.
 """
 
@@ -13,18 +13,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import InvalidArgumentError
-from . import ollama_embed, ollama_face
-from .embeddings import Embeddings, fetch_embeddings
-from .ollama_answer import OllamaAnswer
-from .ollama_models import model_info, speaks_llama_cpp
-from .outbound import client_json
-from .server.hangup import HangupWatch, client_socket
-from .upstream import Relay, UpstreamUnavailable, client_message
+from ....errors import InvalidArgumentError
+from ...embeddings import Embeddings, fetch_embeddings
+from ...outbound import client_json
+from ...server.hangup import HangupWatch, client_socket
+from ...upstream import Relay, UpstreamUnavailable, client_message
+from . import embed as ollama_embed
+from . import translate as ollama_face
+from .answer import OllamaAnswer
+from .models import model_info, speaks_llama_cpp
 
 if TYPE_CHECKING:
-    from .app import ProxyApp
-    from .client_exchange import ClientExchange
+    from ...app import ProxyApp
+    from ...client_exchange import ClientExchange
 
 __all__ = ["OllamaRoutes"]
 

@@ -4,8 +4,8 @@ Requests: `chat_request` (``POST /api/chat``) and `generate_request`
 (``POST /api/generate``) turn a decoded Ollama request body into an OpenAI
 chat-completions body. The bodies an Ollama client reads (`chat_body`,
 `generate_body`, `error_body`, `tags_body`, `ps_body`, `show_body`,
-`version_body`) are `ollama_shapes`' and importable from here too; the chat
-history is `ollama_history`'s. No I/O, no clock, no randomness: the same
+`version_body`) are `shapes`' and importable from here too; the chat
+history is `history`'s. No I/O, no clock, no randomness: the same
 input always gives the same output.
 
 Null handling. The official ``ollama`` Python client posts
@@ -78,11 +78,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..errors import InvalidArgumentError, InvalidTypeError
-from .fields import integer, json_type, number, require_bool, require_mapping, require_str
-from .ollama_history import ignored, log, with_images
-from .ollama_history import messages as history
-from .ollama_shapes import (
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ...fields import integer, json_type, number, require_bool, require_mapping, require_str
+from .history import ignored, log, with_images
+from .history import messages as history
+from .shapes import (
     OLLAMA_VERSION,
     SHOW_ARCHITECTURE,
     chat_body,

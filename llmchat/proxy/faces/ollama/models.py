@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..backends.openai_common import OpenAICommon
-from .upstream import Upstream
+from ....backends.openai_common import OpenAICommon
+from ...upstream import Upstream
 
 __all__ = ["ModelInfo", "model_info", "speaks_llama_cpp"]
 

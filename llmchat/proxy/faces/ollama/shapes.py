@@ -3,8 +3,8 @@
 Pure builders, no I/O and no clock (times are passed in): `chat_body`,
 `generate_body`, `error_body`, `tags_body`, `ps_body`, `show_body`,
 and `version_body` (a tool call's entry is `protocols.ollama.ollama_tool_call`).
-Request translation is `ollama_face`'s; what the upstream can tell about its
-model is `ollama_models`'.
+Request translation is `translate`'s; what the upstream can tell about its
+model is `models`'.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..protocols.ollama import ollama_tool_call
-from ..tools import ToolCall
-from .error_shapes import ollama_error_body as error_body
+from ....protocols.ollama import ollama_tool_call
+from ....tools import ToolCall
+from ...error_shapes import ollama_error_body as error_body
 
 __all__ = [
     "OLLAMA_VERSION",
