@@ -3,7 +3,7 @@
 Pure translation, no I/O. `responses_request` returns the upstream chat
 request and the `Echo` (what the Response object repeats of the request);
 `error_body` is OpenAI's error shape with the ``param`` the message names.
-``input`` is `responses_input`'s.
+``input`` is `input`'s.
 
 The face is liberal by design (API.md "Faces are liberal by design"; STYLE
 rule 17). Codex and the SDKs change their requests every few weeks, so the
@@ -11,9 +11,9 @@ face never refuses a turn over something a chat upstream can do without:
 
 - a field, tool type, item type or content part it does not send upstream is
   dropped with exactly one DEBUG line on the ``llmchat.proxy`` logger naming
-  its path (`responses_tools.dropped`), never a 400. Tools: `responses_tools`
+  its path (`tools.dropped`), never a 400. Tools: `tools`
   (namespaces flattened, custom tools folded, hosted tools dropped); items:
-  `responses_input` (reasoning kept as ``reasoning_content``, item references
+  `input` (reasoning kept as ``reasoning_content``, item references
   resolved or dropped);
 - a 400, OpenAI's shape with ``param``, is kept for a request that cannot be
   served at all: a malformed body; ``previous_response_id``, ``conversation``
@@ -43,13 +43,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import wire_json
-from ..errors import InvalidArgumentError, InvalidTypeError
-from ..protocols.responses_objects import Echo
-from ..protocols.responses_shape import CALLS, CARRY, SUMMARY
-from .fields import integer, json_type, number, require_bool, require_mapping, require_str
-from .responses_input import Unsupported, additional_tools, input_messages
-from .responses_tools import ToolSet, dropped, tool_set
+from .... import wire_json
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ....protocols.responses_objects import Echo
+from ....protocols.responses_shape import CALLS, CARRY, SUMMARY
+from ...fields import integer, json_type, number, require_bool, require_mapping, require_str
+from .input import Unsupported, additional_tools, input_messages
+from .tools import ToolSet, dropped, tool_set
 
 __all__ = ["Unsupported", "error_body", "responses_request"]
 

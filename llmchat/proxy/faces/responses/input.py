@@ -1,8 +1,8 @@
 """The Responses face's ``input``: a string or a list of items, as OpenAI chat messages.
 
-Pure but for `responses_memo` (the items this process sent). Errors name the
+Pure but for `memo` (the items this process sent). Errors name the
 field as the client wrote it (``input[2].content[0].type: …``). The face's
-liberal rule (`responses_face`) holds here too: an item or part type a chat
+liberal rule (`translate`) holds here too: an item or part type a chat
 upstream cannot take is dropped with one DEBUG line, never a 400.
 
 Decisions:
@@ -15,7 +15,7 @@ Decisions:
   a later one stays in its place;
 - ``function_call`` and ``custom_tool_call`` items join the assistant message
   before them (or start one), under the upstream name the tool got
-  (`responses_tools`); a custom call's raw input is its one ``input``
+  (`tools`); a custom call's raw input is its one ``input``
   argument. Each ``function_call_output``/``custom_tool_call_output`` is a
   ``tool`` message (text parts joined; other parts dropped);
 - ``reasoning`` items become the ``reasoning_content`` of the assistant turn
@@ -23,9 +23,9 @@ Decisions:
   the proxy itself carried in ``encrypted_content``): llama-server and models
   that think between tool calls need it back. OpenAI's own encrypted content
   means nothing to a chat upstream and is dropped;
-- ``additional_tools`` items are tools (`responses_tools`), not messages;
+- ``additional_tools`` items are tools (`tools`), not messages;
 - an ``item_reference`` to an item the request also holds in full is dropped;
-  one to an item this process sent is resolved (`responses_memo`); one to a
+  one to an item this process sent is resolved (`memo`); one to a
   reasoning item otherwise unknown is dropped (reasoning is no content the
   answer needs); any other unknown reference is a 400, OpenAI's "not found".
 """
@@ -36,12 +36,12 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..dialects.responses_items import message_texts
-from ..errors import InvalidArgumentError, InvalidTypeError
-from ..protocols.responses_objects import uncarried_reasoning
-from . import responses_memo
-from .fields import json_type, require_mapping, require_str
-from .responses_tools import CUSTOM_ARGUMENT, ToolSet, dropped
+from ....dialects.responses_items import message_texts
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ....protocols.responses_objects import uncarried_reasoning
+from ...fields import json_type, require_mapping, require_str
+from . import memo as responses_memo
+from .tools import CUSTOM_ARGUMENT, ToolSet, dropped
 
 __all__ = ["Unsupported", "additional_tools", "input_messages"]
 

@@ -2,7 +2,7 @@
 
 Pure, no I/O. A chat upstream knows one kind of tool, the JSON-argument
 function; the Responses API has several. By the face's liberal rule
-(`responses_face`), each is served, folded or dropped, never refused:
+(`translate`), each is served, folded or dropped, never refused:
 
 - ``function`` is sent as is;
 - ``namespace`` (a named group of function and custom tools, as Codex sends
@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidArgumentError, InvalidTypeError
-from ..protocols.responses_shape import CUSTOM_ARGUMENT, Declared
-from .fields import json_type, require_bool, require_mapping, require_str
+from ....errors import InvalidArgumentError, InvalidTypeError
+from ....protocols.responses_shape import CUSTOM_ARGUMENT, Declared
+from ...fields import json_type, require_bool, require_mapping, require_str
 
 __all__ = ["CUSTOM_ARGUMENT", "Declared", "ToolSet", "dropped", "tool_set"]
 

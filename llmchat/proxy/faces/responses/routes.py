@@ -1,6 +1,6 @@
 """``POST /v1/responses``: the Responses face's handler and what its client gets back.
 
-The body is translated (`responses_face`) before any upstream I/O; a refusal
+The body is translated (`translate`) before any upstream I/O; a refusal
 is OpenAI's 400 with the ``param`` it names. The chat request then runs
 through the app's one completion path (`ProxyApp._complete`) with a
 `ResponsesAnswer`: a stream of Responses events, or the whole Response object.
@@ -12,8 +12,8 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..protocols.responses import BAD_TOOL_CALL, ResponsesStream
-from ..protocols.responses_objects import (
+from ....protocols.responses import BAD_TOOL_CALL, ResponsesStream
+from ....protocols.responses_objects import (
     Echo,
     message_item,
     new_id,
@@ -21,16 +21,16 @@ from ..protocols.responses_objects import (
     status_for,
     usage_object,
 )
-from ..protocols.responses_shape import OutputShape
-from ..response import Response
-from . import responses_memo
-from .answers import Answer
-from .responses_face import Unsupported, error_body, responses_request
-from .upstream import Failure
+from ....protocols.responses_shape import OutputShape
+from ....response import Response
+from ...answers import Answer
+from ...upstream import Failure
+from . import memo as responses_memo
+from .translate import Unsupported, error_body, responses_request
 
 if TYPE_CHECKING:
-    from .app import ProxyApp
-    from .client_exchange import ClientExchange
+    from ...app import ProxyApp
+    from ...client_exchange import ClientExchange
 
 __all__ = ["ResponsesAnswer", "create"]
 
