@@ -19,7 +19,6 @@ from typing import Any, Final
 
 from ..redact import check_secret
 from ..response import Response
-from . import openai_routes
 from .answers import Answer
 from .bodies import STREAM_HEADERS, StreamBody
 from .client_body import TOO_DEEP, ClientError, read_json
@@ -27,6 +26,7 @@ from .client_exchange import ClientExchange
 from .error_shapes import error_body, face_of
 from .faces.anthropic.routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
 from .faces.ollama.routes import OllamaRoutes
+from .faces.openai import routes as openai_routes
 from .faces.responses import routes as responses_routes
 from .outbound import Cleaner, client_json, utf8_size
 from .retry_advice import log_refusal

@@ -11,14 +11,14 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Iterator
 
-from .bodies import AccountedBody
-from .error_shapes import StreamCut
-from .failures import log_upstream_failure
+from ...bodies import AccountedBody
+from ...error_shapes import StreamCut
+from ...failures import log_upstream_failure
+from ...server.hangup import HangupWatch
+from ...upstream import Relay, RelayBroken
+from ...usage import UsageEvent
 from .relay_end import FrameGate, error_frame
 from .relay_meter import RelayMeter
-from .server.hangup import HangupWatch
-from .upstream import Relay, RelayBroken
-from .usage import UsageEvent
 
 __all__ = ["RelayBody"]
 

@@ -22,8 +22,8 @@ import json
 import re
 from typing import Final
 
-from .error_shapes import StreamCut, error_body
-from .failures import client_message, status_for
+from ...error_shapes import StreamCut, error_body
+from ...failures import client_message, status_for
 
 __all__ = ["FrameGate", "StreamCut", "error_frame"]
 

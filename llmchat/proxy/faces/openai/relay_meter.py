@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..completion import parse_completion, usage_fields
-from ..pipeline.accumulate import Accumulator
-from ..sse import EventTooLarge, SSEDecoder
-from ..transport import decode_body, parse_json
-from .outbound import utf8_size
-from .upstream import RelayBroken
+from ....completion import parse_completion, usage_fields
+from ....pipeline.accumulate import Accumulator
+from ....sse import EventTooLarge, SSEDecoder
+from ....transport import decode_body, parse_json
+from ...outbound import utf8_size
+from ...upstream import RelayBroken
 
 __all__ = ["RelayMeter"]
 

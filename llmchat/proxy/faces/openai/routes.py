@@ -3,7 +3,7 @@
 A 2xx body passes through decoded, within the backend's size limits, with the
 upstream's key scrubbed out of it; an upstream error status is the proxy's
 own error in OpenAI's shape (`failures.client_message`). The Responses face,
-which translates, is `responses_routes`.
+which translates, is `faces.responses`.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .bodies import STREAM_HEADERS
-from .openai_relay_body import RelayBody
+from ...bodies import STREAM_HEADERS
+from ...server.hangup import HangupWatch, client_socket
+from ...upstream import Relay
+from .relay_body import RelayBody
 from .relay_meter import RelayMeter
-from .server.hangup import HangupWatch, client_socket
-from .upstream import Relay
 
 if TYPE_CHECKING:
-    from .app import ProxyApp
-    from .client_exchange import ClientExchange
+    from ...app import ProxyApp
+    from ...client_exchange import ClientExchange
 
 __all__ = ["chat", "embeddings", "models", "relay"]
 
