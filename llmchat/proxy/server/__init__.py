@@ -18,6 +18,7 @@ bodies, shared with the app); never `proxy.app`, `proxy.faces`,
 
 from __future__ import annotations
 
+from .limits import ServerLimits
 from .server import ProxyServer, make_server
 
-__all__ = ["ProxyServer", "make_server"]
+__all__ = ["ProxyServer", "ServerLimits", "make_server"]
