@@ -7,7 +7,7 @@ request translation (liberal: forward, fold or drop), its history and its
 answer shapes.
 
 The rule of this layer: a face imports the proxy's shared modules (the app's
-helpers, `upstream`, `answers`, `bodies`, `fields`, ...), `proxy.server.hangup`,
+helpers, `upstream`, `answers`, `bodies`, `field_checks`, ...), `proxy.server.hangup`,
 `proxy.usage` and the rest of llmchat, but never another face: what two faces
 share lives at the proxy root. Only `proxy.app` (the router) imports the
 faces. tests/test_proxy_layers.py checks it.

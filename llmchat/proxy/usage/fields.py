@@ -96,7 +96,7 @@ RULES: Final[Mapping[str, _Rule]] = {
     "started_at": _Rule(float, required=True, default=0.0, limit=_LAST_TIME),
     "key_id": _Rule(str, nullable=True, limit=64),
 }
-"""One rule per `UsageEvent` field (`usage` checks the two lists agree)."""
+"""One rule per `UsageEvent` field (`event` checks the two lists agree)."""
 
 
 def clean(values: Mapping[str, Any]) -> dict[str, Any]:

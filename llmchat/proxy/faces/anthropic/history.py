@@ -16,8 +16,8 @@ from typing import Any, Final
 from .... import wire_json
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....messages import normalize_messages
-from ...fields import json_type, require_bool, require_mapping, require_str
-from ...images import data_url
+from ...field_checks import json_type, require_bool, require_mapping, require_str
+from ...image_urls import data_url
 from .blocks import dropped, folded_text
 
 __all__ = ["chat_turns", "history_messages", "required", "system_text", "text_of"]

@@ -81,7 +81,7 @@ from ....errors import InvalidArgumentError, InvalidTypeError
 from ....protocols.anthropic import anthropic_usage, thinking_signature
 from ....tools import ToolCall
 from ...error_shapes import anthropic_error_body as error_body
-from ...fields import integer, json_type, number, require_bool, require_mapping, require_str
+from ...field_checks import integer, json_type, number, require_bool, require_mapping, require_str
 from .blocks import dropped
 from .history import chat_turns, history_messages, required, system_text
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ....errors import InvalidArgumentError, InvalidTypeError
-from ...fields import integer, json_type, require_bool, require_mapping, require_str
+from ...field_checks import integer, json_type, require_bool, require_mapping, require_str
 
 __all__ = ["embed_body", "embed_request", "embeddings_body", "embeddings_request"]
 

@@ -13,8 +13,8 @@ from typing import Any, Final
 
 from .... import fastjson, wire_json
 from ....errors import InvalidArgumentError, InvalidTypeError
-from ...fields import json_type, require_mapping, require_str
-from ...images import data_url
+from ...field_checks import json_type, require_mapping, require_str
+from ...image_urls import data_url
 
 __all__ = ["ignored", "messages", "with_images"]
 

@@ -79,7 +79,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ....errors import InvalidArgumentError, InvalidTypeError
-from ...fields import integer, json_type, number, require_bool, require_mapping, require_str
+from ...field_checks import integer, json_type, number, require_bool, require_mapping, require_str
 from .history import ignored, log, with_images
 from .history import messages as history
 from .shapes import (

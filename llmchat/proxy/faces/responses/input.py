@@ -39,7 +39,7 @@ from typing import Any, Final
 from ....dialects.responses_items import message_texts
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....protocols.responses_objects import uncarried_reasoning
-from ...fields import json_type, require_mapping, require_str
+from ...field_checks import json_type, require_mapping, require_str
 from . import memo as responses_memo
 from .tools import CUSTOM_ARGUMENT, ToolSet, dropped
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....protocols.responses_shape import CUSTOM_ARGUMENT, Declared
-from ...fields import json_type, require_bool, require_mapping, require_str
+from ...field_checks import json_type, require_bool, require_mapping, require_str
 
 __all__ = ["CUSTOM_ARGUMENT", "Declared", "ToolSet", "dropped", "tool_set"]
 

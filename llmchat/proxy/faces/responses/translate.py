@@ -47,7 +47,7 @@ from .... import wire_json
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....protocols.responses_objects import Echo
 from ....protocols.responses_shape import CALLS, CARRY, SUMMARY
-from ...fields import integer, json_type, number, require_bool, require_mapping, require_str
+from ...field_checks import integer, json_type, number, require_bool, require_mapping, require_str
 from .input import Unsupported, additional_tools, input_messages
 from .tools import ToolSet, dropped, tool_set
 
