@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # the proxy package loads only when the command runs
-    from .proxy.usage_store import Total, UsageStore
+    from .proxy.usage.store import Total, UsageStore
 
 __all__ = ["add_parser"]
 
@@ -60,7 +60,7 @@ def _day(text: str) -> datetime.date:
 
 
 def _run_usage(args: argparse.Namespace) -> int:
-    from .proxy.usage_store import GROUPINGS, time_bounds
+    from .proxy.usage.store import GROUPINGS, time_bounds
 
     time_bounds(args.since, args.until)  # refuse a backwards range before opening anything
     store, source = _open(args)
@@ -76,8 +76,8 @@ def _run_usage(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace) -> tuple[UsageStore, str]:
-    from .proxy.usage_sqlite import SqliteStore
-    from .proxy.usage_store import open_store
+    from .proxy.usage.backend import open_store
+    from .proxy.usage.sqlite import SqliteStore
 
     if args.db is not None:
         if "://" not in args.db and not os.path.exists(args.db):
@@ -99,11 +99,11 @@ def _open(args: argparse.Namespace) -> tuple[UsageStore, str]:
 def _load_log(store: UsageStore, lines: Iterable[bytes]) -> int:
     """Record each event line into `store`; return how many lines were not events.
 
-    A line is an event when it is UTF-8 JSON whose fields pass `usage_fields.parse`:
+    A line is an event when it is UTF-8 JSON whose fields pass `usage.fields.parse`:
     anything else (a torn line, a hand edit, a wrong type) is counted, never fatal.
     """
-    from .proxy.usage import UsageEvent
-    from .proxy.usage_fields import parse
+    from .proxy.usage.event import UsageEvent
+    from .proxy.usage.fields import parse
 
     skipped = 0
     for line in lines:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from llmchat.proxy.request_head import BadHead, read_request_headers, request_line
+from llmchat.proxy.server.request_head import BadHead, read_request_headers, request_line
 from llmchat.transport.header_fields import MAX_FIELDS, MAX_LINE, read_fields
 from llmchat.transport.response_head import LeanResponse
 

@@ -20,7 +20,7 @@ import pytest
 from llmchat import OpenAICommon
 from llmchat.backends.anthropic import Anthropic
 from llmchat.protocols.anthropic import thinking_signature
-from llmchat.proxy.anthropic_routes import without_billing_header
+from llmchat.proxy.faces.anthropic.routes import without_billing_header
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, WaitFor
 
 from .anthropic_proxy_support import (

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from llmchat import wire_json
 from llmchat.errors import InvalidArgumentError, InvalidTypeError
 from llmchat.protocols.anthropic import thinking_signature
-from llmchat.proxy.anthropic_face import error_body, message_body, messages_request
+from llmchat.proxy.faces.anthropic.translate import error_body, message_body, messages_request
 from llmchat.tools import ToolCall
 
 PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8).decode()

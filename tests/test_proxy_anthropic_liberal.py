@@ -10,7 +10,7 @@ import pytest
 
 from llmchat.errors import InvalidArgumentError
 from llmchat.protocols.anthropic import anthropic_usage
-from llmchat.proxy.anthropic_face import messages_request
+from llmchat.proxy.faces.anthropic.translate import messages_request
 
 PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8).decode()
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}}

@@ -21,8 +21,8 @@ import requests
 from gunicorn.workers.gthread import ThreadWorker
 
 from llmchat.cli import main
-from llmchat.proxy.gunicorn_app import WorkerOptions, gunicorn_settings
-from llmchat.proxy.usage_store import open_store
+from llmchat.proxy.server.gunicorn_app import WorkerOptions, gunicorn_settings
+from llmchat.proxy.usage.backend import open_store
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor, Write
 
 from .proxy_servers import WAIT, serve_proxy, stop
@@ -209,7 +209,7 @@ def test_worker_options_on_the_command_line_are_checked(option: str, capsys):
 def test_without_gunicorn_workers_are_a_clear_error_before_binding(monkeypatch, capsys):
     for name in ("gunicorn", "gunicorn.app", "gunicorn.app.base"):
         monkeypatch.setitem(sys.modules, name, None)  # import fails, as if not installed
-    monkeypatch.delitem(sys.modules, "llmchat.proxy.gunicorn_app")
+    monkeypatch.delitem(sys.modules, "llmchat.proxy.server.gunicorn_app")
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]  # binding it would fail differently
         code = main(

@@ -19,7 +19,7 @@ import requests
 
 from llmchat import OpenAICommon
 from llmchat.protocols.translator import MALFORMED
-from llmchat.proxy.ollama_shapes import OLLAMA_VERSION
+from llmchat.proxy.faces.ollama.shapes import OLLAMA_VERSION
 from llmchat.testing import Reply, ScriptedServer
 from llmchat.testing.record import RecordedRequest
 

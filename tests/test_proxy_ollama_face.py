@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from llmchat import wire_json
 from llmchat.errors import InvalidArgumentError, InvalidTypeError
-from llmchat.proxy import images, ollama_face
-from llmchat.proxy.ollama_face import (
+from llmchat.proxy import image_urls as images
+from llmchat.proxy.faces.ollama import translate as ollama_face
+from llmchat.proxy.faces.ollama.translate import (
     chat_body,
     chat_request,
     error_body,

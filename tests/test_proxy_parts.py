@@ -24,8 +24,8 @@ from llmchat.cli import main
 from llmchat.protocols.anthropic import AnthropicStream
 from llmchat.protocols.ollama import OllamaStream
 from llmchat.proxy import make_app
-from llmchat.proxy.hangup import HangupWatch
-from llmchat.proxy.relay_meter import RelayMeter
+from llmchat.proxy.faces.openai.relay_meter import RelayMeter
+from llmchat.proxy.server.hangup import HangupWatch
 from llmchat.proxy.upstream import (
     Upstream,
     client_message,

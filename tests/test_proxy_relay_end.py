@@ -19,8 +19,8 @@ import pytest
 import requests
 
 from llmchat import OpenAICommon
+from llmchat.proxy.faces.openai.relay_end import FrameGate, error_frame
 from llmchat.proxy.failures import client_message
-from llmchat.proxy.relay_end import FrameGate, error_frame
 from llmchat.testing import Drop, Reply, ScriptedServer, Stall, Step, Write
 
 from .chat_frames import chunk

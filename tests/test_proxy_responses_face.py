@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from llmchat.errors import InvalidArgumentError, InvalidTypeError
-from llmchat.proxy.responses_face import Unsupported, error_body, responses_request
+from llmchat.proxy.faces.responses.translate import Unsupported, error_body, responses_request
 
 
 def req(**fields: Any) -> dict[str, Any]:
@@ -310,7 +310,7 @@ def test_an_unknown_effort_is_dropped_not_refused() -> None:
 
 
 def test_the_memo_forgets_the_oldest_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llmchat.proxy import responses_memo
+    from llmchat.proxy.faces.responses import memo as responses_memo
 
     monkeypatch.setattr(responses_memo, "_MAX_ITEMS", 2)
     items = [{"id": f"msg_memo_{n}", "type": "message"} for n in range(3)]

@@ -13,7 +13,8 @@ import requests
 
 from llmchat import OpenAICommon
 from llmchat.proxy import make_app
-from llmchat.proxy.usage_store import key_id_of, open_store
+from llmchat.proxy.usage.backend import open_store
+from llmchat.proxy.usage.event import key_id_of
 from llmchat.testing import ChatResponder, ScriptedServer
 
 from .proxy_support import UsageSink, running_proxy

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from llmchat import OpenAICommon
-from llmchat.proxy.relay_end import error_frame
+from llmchat.proxy.faces.openai.relay_end import error_frame
 from llmchat.testing import (
     ChatResponder,
     RecordedRequest,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmchat.proxy.request_framing import RequestFraming
+from llmchat.proxy.server.request_framing import RequestFraming
 
 LIMIT = 100
 CHUNKED = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"

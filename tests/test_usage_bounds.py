@@ -17,9 +17,10 @@ import requests
 
 from llmchat import OpenAICommon
 from llmchat.proxy import ProxyApp, make_app, make_server
-from llmchat.proxy.usage import PROBES_PER_MINUTE, ProbeBudget
-from llmchat.proxy.usage_fields import MAX_TEXT, UNKNOWN_ROUTE
-from llmchat.proxy.usage_store import COLUMNS, TABLE, open_store
+from llmchat.proxy.usage.backend import open_store
+from llmchat.proxy.usage.fields import MAX_TEXT, UNKNOWN_ROUTE
+from llmchat.proxy.usage.sinks import PROBES_PER_MINUTE, ProbeBudget
+from llmchat.proxy.usage.sql import COLUMNS, TABLE
 from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
 from .usage_support import KINDS, event, fresh_target

@@ -10,7 +10,7 @@ import pytest
 
 from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
-from llmchat.proxy.usage_fields import MAX_TEXT
+from llmchat.proxy.usage.fields import MAX_TEXT
 
 from .usage_support import event, race_processes
 

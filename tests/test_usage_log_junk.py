@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
-from llmchat.proxy.usage_sqlite import SqliteStore
+from llmchat.proxy.usage.sqlite import SqliteStore
 from llmchat.usage_report import _load_log
 
 from .test_usage_report import EVENTS

@@ -13,7 +13,7 @@ import pytest
 
 from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
-from llmchat.proxy.usage_store import open_store
+from llmchat.proxy.usage.backend import open_store
 
 from .conftest import REPO_ROOT
 from .usage_support import event, fresh_target

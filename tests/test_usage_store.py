@@ -14,14 +14,10 @@ from typing import Any
 import pytest
 
 from llmchat.errors import LLMChatError
-from llmchat.proxy.usage_store import (
-    SCHEMA_VERSION,
-    VERSION_TABLE,
-    Total,
-    key_id_of,
-    open_store,
-    store_of,
-)
+from llmchat.proxy.usage.backend import open_store, store_of
+from llmchat.proxy.usage.event import key_id_of
+from llmchat.proxy.usage.sql import SCHEMA_VERSION, VERSION_TABLE
+from llmchat.proxy.usage.store import Total
 
 from .usage_support import KINDS, event, fresh_postgres, fresh_target, race_processes
 
@@ -159,7 +155,7 @@ def test_several_threads_record_at_once(target: str) -> None:
 _WORKER = """
 import sys
 from llmchat.proxy.usage import UsageEvent
-from llmchat.proxy.usage_store import open_store
+from llmchat.proxy.usage.backend import open_store
 target, worker, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.stdin.readline()  # the go signal: every process opens (and creates the schema) at once
 store = open_store(target)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from llmchat.proxy.usage import UsageEvent
-from llmchat.proxy.usage_store import TABLE, VERSION_TABLE, SqlStore
+from llmchat.proxy.usage.sql import TABLE, VERSION_TABLE, SqlStore
 
 from . import pg_cluster
 from .conftest import REPO_ROOT

@@ -59,7 +59,7 @@ def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]
     worker after the fork: the upstream's connection pool is never shared.
     """
     try:
-        from ..proxy.gunicorn_app import WorkerOptions, serve
+        from ..proxy.server.gunicorn_app import WorkerOptions, serve
     except ImportError:
         raise LLMChatError(_MISSING) from None
     options = WorkerOptions(

@@ -1,6 +1,6 @@
 """How one Response's output items look for the request that asked: tools and reasoning.
 
-The Responses face (``llmchat.proxy.responses_face``) serves tool types a chat
+The Responses face (``llmchat.proxy.faces.responses.translate``) serves tool types a chat
 upstream does not have by folding them into function tools; on the way out,
 each upstream function call goes back as what the client declared: a
 ``function_call`` (with its ``namespace`` when it came from a ``namespace``

@@ -7,6 +7,15 @@
     make_server(app, port=11434).serve_forever()  # or any non-buffering WSGI server
 
 Or from the shell: ``llmchat proxy --upstream http://127.0.0.1:8080/v1``.
+
+Layers, each a package whose docstring says what it may import (checked by
+tests/test_proxy_layers.py): `server` (HTTP/1.1 and gunicorn; WSGI only, no
+face), `faces` (one package per kind of client; no face imports another),
+`usage` (events, sinks, stores; no face, server or app). The modules at this
+root are what the faces share (`app` the router, `upstream`, `answers`,
+`bodies`, `outbound`, `failures`, `error_shapes`, ...); only `app` imports a
+face. `gunicorn_app` and `gunicorn_worker` here only re-export their
+documented paths. (`routing/` is the next layer's name.)
 """
 
 from __future__ import annotations

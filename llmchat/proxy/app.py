@@ -1,12 +1,12 @@
 """The proxy's WSGI application: Ollama, Anthropic and OpenAI faces over one upstream.
 
 Routing, the key check, the body limit and request ids live here; the error
-body each face answers with is `shapes`'. Translating request bodies is the
-faces' job (`ollama_face`, `anthropic_face`); turning a Response into each
-face's answer is `answers`'; writing streamed bodies is `bodies`'; talking to
-the upstream is `upstream.Upstream`'s. Streams are yielded a line (or event) at
-a time: the app never buffers, so what reaches the client is only as delayed as
-the WSGI server makes it.
+body each face answers with is `error_shapes`'. Translating request bodies is
+the faces' job (`faces/`: each face's ``translate``); turning a Response into
+each face's answer is `answers`' and the faces' ``answer`` modules'; writing
+streamed bodies is `bodies`'; talking to the upstream is `upstream.Upstream`'s.
+Streams are yielded a line (or event) at a time: the app never buffers, so what
+reaches the client is only as delayed as the WSGI server makes it.
 """
 
 from __future__ import annotations
@@ -19,21 +19,23 @@ from typing import Any, Final
 
 from ..redact import check_secret
 from ..response import Response
-from . import openai_routes, responses_routes
 from .answers import Answer
-from .anthropic_routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
 from .bodies import STREAM_HEADERS, StreamBody
 from .client_body import TOO_DEEP, ClientError, read_json
 from .client_exchange import ClientExchange
-from .hangup import HangupWatch, client_socket
-from .ollama_routes import OllamaRoutes
+from .error_shapes import error_body, face_of
+from .faces.anthropic.routes import DEFAULT_PING_INTERVAL, AnthropicRoutes
+from .faces.ollama.routes import OllamaRoutes
+from .faces.openai import routes as openai_routes
+from .faces.responses import routes as responses_routes
 from .outbound import Cleaner, client_json, utf8_size
 from .retry_advice import log_refusal
-from .shapes import error_body, face_of
+from .server.hangup import HangupWatch, client_socket
 from .upstream import Call, Failure, Upstream, client_message
 from .usage import CLIENT_ABORT_STATUS, UsageLog
-from .usage_fields import UNKNOWN_ROUTE
-from .usage_store import key_id_of, store_of
+from .usage.backend import store_of
+from .usage.event import key_id_of
+from .usage.fields import UNKNOWN_ROUTE
 
 __all__ = ["ProxyApp", "make_app"]
 

@@ -8,26 +8,21 @@ recorded, exactly once.
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..response import Response
 from .answers import Answer
-from .failures import log_upstream_failure
-from .hangup import HangupWatch
-from .relay_end import FrameGate, StreamCut, error_frame
-from .relay_meter import RelayMeter
-from .upstream import Relay, RelayBroken
+from .server.hangup import HangupWatch
 from .usage import CLIENT_ABORT_STATUS, UsageEvent
 
-__all__ = ["STREAM_HEADERS", "RelayBody", "StreamBody"]
+__all__ = ["STREAM_HEADERS", "AccountedBody", "StreamBody"]
 
 STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 """Headers of every streamed answer: no cache, and no buffering in an nginx in front."""
 
 
-class _AccountedBody:
+class AccountedBody:
     """A WSGI body whose `close()` stops the upstream and records the usage event once."""
 
     def __init__(self, event: UsageEvent, record: Callable[[], None], watch: HangupWatch) -> None:
@@ -58,7 +53,7 @@ class _AccountedBody:
         raise NotImplementedError
 
 
-class StreamBody(_AccountedBody):
+class StreamBody(AccountedBody):
     """A translated stream as a WSGI iterable; `close()` is where it is accounted for.
 
     The upstream Response is read as it arrives; every translated piece is
@@ -132,79 +127,3 @@ class StreamBody(_AccountedBody):
         if self._translator.errored:
             event.ok = False
             event.error_type = event.error_type or "stream"
-
-
-class RelayBody(_AccountedBody):
-    """The OpenAI face's relayed 2xx body, scrubbed of the backend's key; like
-    `StreamBody`, accounted for in `close()`."""
-
-    def __init__(
-        self,
-        event: UsageEvent,
-        record: Callable[[], None],
-        relay: Relay,
-        meter: RelayMeter,
-        watch: HangupWatch,
-    ) -> None:
-        super().__init__(event, record, watch)
-        self._relay = relay
-        self._meter = meter
-
-    def __iter__(self) -> Iterator[bytes]:
-        meter, relay = self._meter, self._relay
-        # The backend's key is taken out of every form it could take, even split
-        # across reads; only a tail that could start one is held back. An event
-        # stream passes whole frames only, so a failure never leaves half of one.
-        scrubber = relay.redactor.stream()
-        gate = FrameGate() if meter.event_stream else None
-        broken: RelayBroken | None = None
-        try:
-            for data in relay.chunks():
-                data = scrubber.feed(data)
-                meter.feed(data)  # before the gate: the meter bounds a frame's size
-                if gate is not None:
-                    data = gate.feed(data)
-                if data:
-                    yield data
-        except RelayBroken as exc:
-            broken = exc
-        if broken is not None:
-            # A held tail (half a frame, or bytes that might start the key) is dropped.
-            detail = relay.redactor.text(str(broken))
-            yield from self._failed(broken.error_class, detail, gate)
-            return
-        if self._watch.hung_up.is_set() or relay.exchange.aborted == "cancel":
-            return  # nobody is reading; close() records the abort
-        tail = scrubber.flush()
-        meter.feed(tail)
-        if gate is not None:
-            tail = gate.feed(tail) + gate.flush()
-        if tail:
-            yield tail
-        meter.close()
-        if meter.event_stream and not meter.finished:
-            # The body ended cleanly but the answer did not: no [DONE], no finish reason.
-            yield from self._failed("response", "no [DONE] and no finish reason", gate)
-            return
-        self._completed = True
-
-    def _failed(self, error_class: str, detail: str, gate: FrameGate | None) -> Iterator[bytes]:
-        """End a relayed body the upstream broke off: an error frame (a stream), then a cut."""
-        event = self._event
-        event.ok = False
-        event.error_type = event.error_type or error_class
-        log_upstream_failure(error_class, None, f"the relayed answer broke off: {detail}")
-        if gate is not None:
-            gate.drop()
-            yield error_frame(error_class)
-        raise StreamCut(errno.ECONNRESET, f"the upstream broke off the answer ({error_class})")
-
-    def _release(self) -> None:
-        self._relay.cancel()
-        self._relay.close()
-        event, meter = self._event, self._meter
-        event.input_tokens = meter.input_tokens
-        event.output_tokens = meter.output_tokens
-        event.content_bytes = meter.content_bytes
-        if meter.model and not event.model:
-            event.model = meter.model

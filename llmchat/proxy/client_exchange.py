@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .retry_advice import NO_RETRY_STATUSES
+from .error_shapes import NO_RETRY_STATUSES
 from .usage import UsageEvent
 
 __all__ = ["ClientExchange"]

@@ -16,7 +16,6 @@ from email.utils import parsedate_to_datetime
 from typing import Final
 
 __all__ = [
-    "NO_RETRY_STATUSES",
     "RETRY_AFTER_STATUSES",
     "clean_retry_after",
     "describe_refusal",
@@ -24,13 +23,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("llmchat.proxy")
-
-NO_RETRY_STATUSES: Final = frozenset({400, 401, 403, 404, 405, 411, 413, 414, 422, 431})
-"""Statuses the same request gets again: the request, its size or its key is the cause.
-
-408 (the body was slow), 409, 429 and the 5xx can succeed later and keep the
-client's own retry rules.
-"""
 
 RETRY_AFTER_STATUSES: Final = frozenset({429, 503, 529})
 

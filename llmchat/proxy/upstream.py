@@ -16,7 +16,7 @@ from typing import Any, Final
 from ..backends._request import WireRequest
 from ..backends._runners import open_request
 from ..backends.openai_common import OpenAICommon
-from ..completion import ErrorBody, json_error_message
+from ..dialects.error_body import ErrorBody, json_error_message
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..redact import Redactor
 from ..response import Response

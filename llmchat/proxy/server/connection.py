@@ -1,0 +1,270 @@
+"""One client connection of the proxy's server: HTTP/1.1 requests in turn, under deadlines.
+
+A connection stays open between requests (keep-alive) unless the client
+says ``Connection: close``, is an HTTP/1.0 client that did not ask for
+``Connection: keep-alive``, or the answer could not be framed to leave it in
+step (a close-delimited stream, an app failing mid-answer, a request body
+left unread that cannot be drained cheaply). Each phase has its total
+deadline (`ServerLimits`): the idle wait before each request, the request
+line and headers, the body; each write waits at most the send timeout.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import socket
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from ... import wire_json
+from ..error_shapes import NO_RETRY_STATUSES, StreamCut, error_body, face_of_request_line
+from .deadlines import DeadlineReader, StallWriter, drain, wait_for
+from .limits import ServerLimits
+from .request_body import RequestBody, Unframeable, body_of
+from .request_head import BadHead, RequestHeaders, read_request_headers, request_line
+from .wsgi_exchange import WSGIExchange, request_environ
+
+__all__ = ["ConnectionHandler", "error_response", "linger_seconds"]
+
+log = logging.getLogger("llmchat.proxy")
+
+REQUEST_LINE_MAX = 65536  # as http.server: longer is a 414
+# An unread request body up to this size is read and dropped to keep the
+# connection; a larger one closes it (reading it could take as long as sending it).
+DRAIN_BYTES = 65536
+_LINGER_SECONDS = 2.0
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def error_response(
+    status: int,
+    reason: str,
+    body: object,
+    *,
+    head_only: bool = False,
+    extra: Iterable[str] = (),
+) -> bytes:
+    """A whole error answer with a JSON `body` that closes the connection."""
+    data = wire_json.encode_data(body)
+    lines = [
+        f"HTTP/1.1 {status} {reason}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(data)}",
+        "Connection: close",
+        *extra,
+    ]
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head if head_only else head + data
+
+
+def linger_seconds(limits: ServerLimits) -> float:
+    """How long a closing connection may keep sending bytes nobody will read."""
+    given = (limits.idle_timeout, limits.header_timeout)
+    return min(_LINGER_SECONDS, *(t for t in given if t is not None))
+
+
+class ConnectionHandler(BaseHTTPRequestHandler):
+    """Serves the server's WSGI app (``server.get_app()``) on one connection, request by request.
+
+    The server may offer ``idle_begin(sock) -> bool`` / ``idle_end(sock)``,
+    called around each wait for a request after the first: it may end an
+    idle connection (shut it down) to make room, or refuse (`False`) when it
+    is closing.
+    """
+
+    protocol_version = "HTTP/1.1"
+    server_version = "llmchat"
+
+    def setup(self) -> None:
+        self.connection = self.request
+        try:
+            # Headers and chunks are separate writes: Nagle would hold the
+            # second for the client's delayed ACK (40 ms) on a kept-alive connection.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # not TCP (a Unix socket in a test): nothing to tune
+        limits = self._limits()
+        self._reader = DeadlineReader(
+            self.connection, idle=limits.idle_timeout, headers=limits.header_timeout
+        )
+        self.rfile = io.BufferedReader(self._reader)
+        self.wfile = StallWriter(self.connection, stall=limits.send_timeout)
+        self._served = 0
+        self._expect_continue = False
+        self.fields = RequestHeaders([])
+
+    def _limits(self) -> ServerLimits:
+        limits = getattr(self.server, "limits", None)
+        return limits if isinstance(limits, ServerLimits) else ServerLimits()
+
+    def handle(self) -> None:
+        self.close_connection = True
+        try:
+            self.handle_one_request()
+            while not self.close_connection:
+                self.handle_one_request()
+        except TimeoutError:
+            # Idle, or a request line and headers too slow: nobody to answer, as with a hang-up.
+            log.debug("%s sent no whole request in time; closed", self.address_string())
+        except ConnectionError:
+            log.debug("%s went away", self.address_string())
+
+    def handle_one_request(self) -> None:
+        self.close_connection = True
+        self._expect_continue = False
+        line = self._request_line()
+        if not line:
+            return
+        self.raw_requestline = line
+        if len(line) > REQUEST_LINE_MAX:
+            self.requestline, self.request_version, self.command = "", "", ""
+            self.send_error(414)
+            return
+        if not self.parse_request():
+            return
+        self.close_connection = not self._client_keeps_alive()
+        self._served += 1
+        self._serve()
+
+    def _request_line(self) -> bytes:
+        """The next request line; empty when the connection ended (or must end) first."""
+        if not self._served:
+            return bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))
+        self._reader.expect_request(self._limits().idle_timeout)
+        begin = getattr(self.server, "idle_begin", None)
+        if begin is not None and not begin(self.connection):
+            return b""
+        try:
+            line = bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))
+            if line in (b"\r\n", b"\n"):
+                line = bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))  # RFC 9112 §2.2
+            return line
+        finally:
+            end = getattr(self.server, "idle_end", None)
+            if end is not None:
+                end(self.connection)
+
+    def parse_request(self) -> bool:
+        """Read the request line and headers (`request_head`); answer and close on bad ones."""
+        self.command, self.request_version = "", "HTTP/0.9"
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        if not self.requestline.strip():
+            return False  # a blank line where the request should be: nothing to answer
+        try:
+            self.command, self.path, self.request_version = request_line(self.requestline)
+            self.fields = read_request_headers(self.rfile)
+        except BadHead as exc:
+            self.send_error(exc.status, str(exc))
+            return False
+        expect = str(self.fields.get("Expect", ""))
+        if expect.lower() == "100-continue" and self.request_version >= "HTTP/1.1":
+            # Not now: `100 Continue` goes out on the app's first read of the body,
+            # so a request refused without reading it (401, 413) is never invited.
+            self._expect_continue = True
+        return True
+
+    def _client_keeps_alive(self) -> bool:
+        """RFC 9112 §9.3: HTTP/1.1 persists unless ``close``; HTTP/1.0 only with ``keep-alive``."""
+        given = ",".join(self.fields.get_all("Connection") or [])
+        options = {token.strip().lower() for token in given.split(",")}
+        if "close" in options:
+            return False
+        return self.request_version >= "HTTP/1.1" or "keep-alive" in options
+
+    def _invite(self) -> None:
+        self.wfile.write(_CONTINUE)
+
+    def _serve(self) -> None:
+        limits = self._limits()
+        try:
+            body, length = body_of(
+                self.fields, self.rfile, self._invite if self._expect_continue else None
+            )
+        except Unframeable as exc:
+            self.send_error(exc.status, str(exc))
+            return
+        # The head is in: the body's deadline starts.
+        self._reader.arm(limits.body_timeout)
+        exchange = WSGIExchange(
+            self.wfile.write,
+            method=self.command,
+            version=self.request_version,
+            keep_alive=not self.close_connection,
+            body_settles=lambda: body.settles(DRAIN_BYTES),
+        )
+        try:
+            exchange.run(self.server.get_app(), self._environ(body, length))  # type: ignore[attr-defined]
+        except Exception as exc:
+            self.close_connection = True
+            self._failed(exchange, exc)
+            return
+        if not exchange.keep_alive or not (body.complete or body.drain(DRAIN_BYTES)):
+            self.close_connection = True
+        self.log_request(exchange.code, exchange.sent_bytes)
+
+    def _environ(self, body: RequestBody, length: int | None) -> dict[str, Any]:
+        address: Any = self.server.server_address
+        return request_environ(
+            method=self.command,
+            target=self.path,
+            version=self.request_version,
+            headers=self.fields,
+            body=body,
+            content_length=length,
+            server=(str(getattr(self.server, "server_name", address[0])), int(address[1])),
+            client=(str(self.client_address[0]), int(self.client_address[1])),
+            extra={"llmchat.client_socket": self.connection},
+        )
+
+    def _failed(self, exchange: WSGIExchange, exc: Exception) -> None:
+        """After the app raised, or a write failed: a 500 if nothing was sent, else a cut."""
+        if exchange.broken:
+            log.debug("%s went away mid-answer", self.address_string())
+            return
+        if isinstance(exc, StreamCut):  # on purpose, and the app logged why
+            log.debug("cut the answer to %r: %s", self.requestline, exc)
+            return
+        # Not the traceback: its text could quote a credential the app held.
+        log.error("the WSGI app failed (%s) for %r", type(exc).__name__, self.requestline)
+        if not exchange.headers_sent:
+            self.send_error(500, "Internal proxy error")
+        # Otherwise the connection ends here, without the body's end: the client sees a cut.
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """`http.server`'s own errors (400, 414, 431, ...) as JSON in the face of the path."""
+        short, long = self.responses.get(code, ("Error", "Error"))
+        text = (message or long)[:200]
+        self.log_error("code %d, message %s", code, text)
+        self.close_connection = True
+        face = face_of_request_line(getattr(self, "raw_requestline", b""))
+        head_only = getattr(self, "command", "") == "HEAD"
+        try:
+            self.wfile.write(
+                error_response(
+                    code,
+                    short,
+                    error_body(face, code, text),
+                    head_only=head_only,
+                    extra=["x-should-retry: false"] if code in NO_RETRY_STATUSES else [],
+                )
+            )
+        except OSError:
+            log.debug("%s went away before its error answer", self.address_string())
+
+    def finish(self) -> None:
+        super().finish()
+        if wait_for(self.connection, write=False, timeout=0):
+            # Bytes nobody will read (a refused body, the rest of a 414's line, a
+            # pipelined request after a close): half-close so the answer ends,
+            # then drain them, or close() sends a reset that can destroy the answer.
+            try:
+                self.connection.shutdown(socket.SHUT_WR)
+            except OSError:
+                return
+            drain(self.connection, seconds=linger_seconds(self._limits()), limit=DRAIN_BYTES)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.info("%s %s", self.address_string(), format % args)

@@ -1,0 +1,311 @@
+"""A small threaded HTTP/1.1 WSGI server for the proxy, from the standard library.
+
+Each connection gets a thread (`connection.ConnectionHandler`) that serves
+its requests in turn, kept alive between them; every piece the app yields is
+written at once (chunked to HTTP/1.1 clients), which streaming needs; the
+client socket is in the environ (``llmchat.client_socket``) so the app can
+notice a hang-up during prefill.
+
+It also refuses to be held hostage (see `ServerLimits`): total deadlines for
+the idle wait before each request, the request line and headers, and the
+body; a send timeout; a cap on connections served at once — beyond which an
+idle kept-alive connection is closed to make room, or else a few threads
+answer a 503 in the face's shape and the rest are closed at once; an accept
+loop that backs off instead of spinning when the process is out of
+descriptors; and the errors `http.server` answers itself (400, 414, 431) as
+JSON in the face's shape.
+
+For production, any WSGI server that does not buffer responses works the same
+way; see the README (gunicorn's ``gthread`` workers, which also pass the socket).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import logging
+import math
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable
+from http.server import HTTPServer
+from typing import Any
+
+from ..error_shapes import face_of_request_line, overloaded_body
+from .connection import ConnectionHandler, error_response, linger_seconds
+from .deadlines import DeadlineReader, StallWriter, drain
+from .limits import ServerLimits
+
+__all__ = ["ProxyServer", "ServerLimits", "error_response", "make_server"]
+
+log = logging.getLogger("llmchat.proxy")
+
+# accept() failing for want of a descriptor or memory: retrying at once only spins.
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_BACKOFF_FIRST = 0.01
+_BACKOFF_MAX = 0.5
+# Over the cap, this many threads read a request line to answer a 503 in its
+# face's shape; connections beyond them are closed unanswered, so a flood costs
+# a bounded number of threads.
+_REJECTERS = 8
+_DRAIN_BYTES = 65536
+_REFUSAL_LOG_SECONDS = 60.0
+_REQUEST_LINE_MAX = 65537  # what the handler reads; more is a 414
+
+
+class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
+    """An HTTP/1.1 WSGI server with a daemon thread per connection, under `limits`.
+
+    A connection counts against `max_connections` for as long as it is open,
+    idle between requests included: each holds a thread and a descriptor,
+    which is what the cap protects. But an idle one is the first to go: at
+    the cap, a new connection ends the longest-idle kept-alive connection
+    (whose client reconnects, as after any idle close) rather than being
+    refused, so idle pools cannot lock new clients out.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        server_address: tuple[str, int],
+        handler: type[ConnectionHandler] = ConnectionHandler,
+        bind_and_activate: bool = True,
+        *,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self.limits = limits if limits is not None else ServerLimits()
+        self.request_queue_size = self.limits.backlog  # read by server_activate's listen()
+        self._gate = threading.Lock()
+        self._serving = 0
+        self._rejecting = 0
+        self._refusals = 0
+        self._refusals_told = -math.inf
+        self._stopping = threading.Event()
+        self._backoff = 0.0
+        # Connections waiting for their next request, the longest idle first.
+        self._idle: dict[socket.socket, None] = {}
+        self._closed = False
+        self.application: Callable[..., Any] | None = None
+        super().__init__(server_address, handler, bind_and_activate)
+
+    def set_app(self, application: Callable[..., Any]) -> None:
+        self.application = application
+
+    def get_app(self) -> Callable[..., Any] | None:
+        return self.application
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def connections(self) -> int:
+        """Connections open now, idle kept-alive ones included (not counting those refused)."""
+        with self._gate:
+            return self._serving
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-response is routine for a streaming proxy.
+        log.debug("connection from %s ended with an error", client_address, exc_info=True)
+
+    # -- accepting ----------------------------------------------------------
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self._stopping.clear()
+        super().serve_forever(poll_interval)
+
+    def shutdown(self) -> None:
+        self._stopping.set()  # cuts an accept back-off short
+        super().shutdown()
+
+    def server_close(self) -> None:
+        """Stop listening and end the idle kept-alive connections (busy ones after their answer)."""
+        super().server_close()
+        with self._gate:
+            self._closed = True
+            idle, self._idle = list(self._idle), {}
+        for sock in idle:
+            _end(sock)
+
+    # -- idle kept-alive connections -------------------------------------------
+
+    def idle_begin(self, sock: socket.socket) -> bool:
+        """`sock` waits for its next request; `False` when the server is closed (end it)."""
+        with self._gate:
+            if self._closed:
+                return False
+            self._idle[sock] = None
+            return True
+
+    def idle_end(self, sock: socket.socket) -> None:
+        with self._gate:
+            self._idle.pop(sock, None)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            pair = self.socket.accept()
+        except OSError as exc:
+            if exc.errno in _EXHAUSTED:
+                self._back_off(exc)
+            raise  # socketserver drops it; the select loop comes back here
+        if self._backoff:
+            log.warning("accepting connections again")
+            self._backoff = 0.0
+        return pair
+
+    def _back_off(self, exc: OSError) -> None:
+        """Wait before the next accept: the pending connection stays queued, select fires again."""
+        if not self._backoff:
+            log.error("cannot accept connections (%s); backing off until some close", exc)
+            self._backoff = _BACKOFF_FIRST
+        else:
+            self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+        self._stopping.wait(self._backoff)
+
+    # -- admitting ----------------------------------------------------------
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        verdict = self._admit()
+        if verdict == "drop":
+            self.shutdown_request(request)
+            return
+        target = self.process_request_thread if verdict == "serve" else self._refuse
+        thread = threading.Thread(
+            target=target,
+            args=(request, client_address),
+            name=f"llmchat-proxy-{verdict}",
+            daemon=True,
+        )
+        try:
+            thread.start()
+        except BaseException:
+            self._release(verdict)
+            raise  # socketserver closes the request
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            # Released before the close, so a client that sees its connection end
+            # can count on the slot being free.
+            self._release("serve")
+            self.shutdown_request(request)
+
+    def _admit(self) -> str:
+        with self._gate:
+            if self._serving < self.limits.max_connections:
+                self._serving += 1
+                return "serve"
+            if self._idle:
+                # Its thread leaves at once; until then the count is over by one.
+                oldest = next(iter(self._idle))
+                del self._idle[oldest]
+                _end(oldest)
+                self._serving += 1
+                return "serve"
+            self._tell_refusal()
+            if self._rejecting < _REJECTERS:
+                self._rejecting += 1
+                return "reject"
+            return "drop"
+
+    def _release(self, verdict: str) -> None:
+        with self._gate:
+            if verdict == "serve":
+                self._serving -= 1
+            else:
+                self._rejecting -= 1
+
+    def _tell_refusal(self) -> None:
+        """Log refusals at most once a minute: a flood must not flood the log too."""
+        self._refusals += 1
+        now = time.monotonic()
+        if now - self._refusals_told >= _REFUSAL_LOG_SECONDS:
+            log.warning(
+                "at the limit of %d connections; refused %d since the last report",
+                self.limits.max_connections,
+                self._refusals,
+            )
+            self._refusals, self._refusals_told = 0, now
+
+    def _refuse(self, request: Any, client_address: Any) -> None:
+        try:
+            self._answer_overloaded(request)
+        except OSError:
+            log.debug("refusing %s ended with an error", client_address, exc_info=True)
+        finally:
+            self._release("reject")
+            self.shutdown_request(request)
+
+    def _answer_overloaded(self, sock: socket.socket) -> None:
+        """Read the request line (to know the face), answer 503, let the client finish sending."""
+        seconds = linger_seconds(self.limits)
+        reader = DeadlineReader(sock, idle=seconds, headers=seconds)
+        reader.arm(seconds)  # one deadline from accept, not one per phase
+        buffered = io.BufferedReader(reader)
+        line = buffered.readline(_REQUEST_LINE_MAX)
+        message = (
+            f"The proxy is serving its limit of {self.limits.max_connections} connections; "
+            "retry shortly"
+        )
+        body = overloaded_body(face_of_request_line(line), message)
+        answer = error_response(503, "Service Unavailable", body, extra=["Retry-After: 1"])
+        StallWriter(sock, stall=seconds).write(answer)
+        sock.shutdown(socket.SHUT_WR)
+        drain(sock, seconds=seconds, limit=_DRAIN_BYTES)  # or close() would reset the 503
+
+
+def _end(sock: socket.socket) -> None:
+    """Wake the thread waiting on `sock` with an end of file, and tell the client it is over."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already gone
+
+
+def make_server(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 11434,
+    *,
+    backlog: int = 128,
+    max_connections: int = 256,
+    idle_timeout: float | None = 15.0,
+    header_timeout: float | None = 10.0,
+    body_timeout: float | None = 60.0,
+    send_timeout: float | None = 60.0,
+) -> ProxyServer:
+    """Bind `app` to `host:port` (port 0 picks a free one); call `serve_forever()` on it.
+
+    It speaks HTTP/1.1: connections are kept alive between requests, streamed
+    answers go chunked to HTTP/1.1 clients (close-delimited to HTTP/1.0 ones),
+    chunked request bodies are read.
+
+    The keyword arguments are `ServerLimits`' (seconds; `None` for no limit):
+    `idle_timeout` to each request's first byte (from accept, or from the end
+    of the previous answer on a kept-alive connection), `header_timeout` for
+    the request line and headers, `body_timeout` for the body, each a total,
+    not a gap between reads; `send_timeout` for one write to a client that
+    reads nothing. Over `max_connections`, the longest-idle kept-alive
+    connection is closed to make room, or else clients get a 503 in their
+    face's shape. Raises `TypeError`/`ValueError` naming a bad argument,
+    before binding.
+    """
+    limits = ServerLimits(
+        backlog=backlog,
+        max_connections=max_connections,
+        idle_timeout=idle_timeout,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        send_timeout=send_timeout,
+    )
+    server = ProxyServer((host, port), ConnectionHandler, limits=limits)
+    server.set_app(app)
+    return server

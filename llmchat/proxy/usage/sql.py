@@ -1,0 +1,214 @@
+"""The SQL both usage stores share: one row per proxied request, and totals over them.
+
+`backend.open_store(target)` picks the store: a ``postgresql://`` URL is
+`postgres.PostgresStore` (several machines sharing one database), any other
+string or path is `sqlite.SqliteStore` (the embedded default; safe for several
+processes on one machine). Both keep the same schema, written here once:
+table ``llmchat_usage`` with a column per `UsageEvent` field plus ``day`` (the
+UTC date of ``started_at``, so grouping by day is the same SQL in both), and
+``llmchat_usage_schema`` holding the schema's version.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import fields
+from typing import Any, Generic, TypeVar
+
+from ...errors import InvalidArgumentError, LLMChatError
+from .event import UsageEvent
+from .store import GROUPINGS, Total, time_bounds
+
+__all__ = ["COLUMNS", "SCHEMA_VERSION", "TABLE", "VERSION_TABLE", "SqlStore"]
+
+SCHEMA_VERSION = 1
+"""Bumped when a column changes; a store refuses a database with a newer version."""
+
+TABLE = "llmchat_usage"
+VERSION_TABLE = "llmchat_usage_schema"
+
+COLUMNS: tuple[str, ...] = (*(f.name for f in fields(UsageEvent)), "day")
+"""The row's columns, in insert order: every event field, then the UTC day."""
+
+_TYPES = {
+    "request_id": "TEXT NOT NULL",
+    "face": "TEXT NOT NULL",
+    "route": "TEXT NOT NULL",
+    "model": "TEXT",
+    "stream": "BOOLEAN NOT NULL",
+    "status": "INTEGER NOT NULL",
+    "ok": "BOOLEAN NOT NULL",
+    "duration_ms": "DOUBLE PRECISION NOT NULL",
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "content_bytes": "BIGINT NOT NULL",
+    "error_type": "TEXT",
+    "started_at": "DOUBLE PRECISION NOT NULL",
+    "key_id": "TEXT",
+    "day": "TEXT NOT NULL",
+}
+assert set(_TYPES) == set(COLUMNS), "every UsageEvent field needs a column type"
+
+
+def _row(event: UsageEvent) -> tuple[Any, ...]:
+    values = event.as_dict()
+    values["day"] = datetime.datetime.fromtimestamp(
+        event.started_at, datetime.timezone.utc
+    ).strftime("%Y-%m-%d")
+    return tuple(values[name] for name in COLUMNS)
+
+
+Conn = TypeVar("Conn")
+
+
+class SqlStore(Generic[Conn]):
+    """The SQL both stores share; a subclass says how to connect and what differs.
+
+    Connections are pooled, not per thread: the embedded server starts a thread
+    per client connection, and a connection per thread would leak one per client.
+    """
+
+    placeholder = "?"
+    """The driver's parameter marker."""
+    id_column = "id INTEGER PRIMARY KEY"
+    """The surrogate key's DDL (request ids are the client's and need not be unique)."""
+    max_idle = 8
+    """Idle connections kept for reuse; more are closed when given back."""
+
+    def __init__(self) -> None:
+        self._idle: list[Conn] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ready = False
+
+    # -- what a subclass provides --------------------------------------------
+
+    def _connect(self) -> Conn:
+        raise NotImplementedError
+
+    def _close_connection(self, conn: Conn) -> None:
+        raise NotImplementedError
+
+    def _execute(self, conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement in its own transaction; return its rows."""
+        raise NotImplementedError
+
+    def _create_schema(self, conn: Conn, statements: Callable[[], list[str]]) -> None:
+        """Run `statements()` and the version check, once and serialized across processes."""
+        raise NotImplementedError
+
+    def describe_error(self, exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {exc}"
+
+    # -- the shared part -----------------------------------------------------
+
+    def schema_statements(self) -> list[str]:
+        columns = ", ".join(f"{name} {_TYPES[name]}" for name in COLUMNS)
+        return [
+            f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {TABLE} ({self.id_column}, {columns})",
+            f"CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at)",
+        ]
+
+    def check_version(self, conn: Conn) -> None:
+        """Record this schema's version in a new database; refuse a newer one."""
+        rows = self._execute(conn, f"SELECT MAX(version) FROM {VERSION_TABLE}")
+        found = rows[0][0] if rows else None
+        if found is None:
+            self._execute(
+                conn,
+                f"INSERT INTO {VERSION_TABLE} (version) VALUES ({self.placeholder})",
+                (SCHEMA_VERSION,),
+            )
+        elif int(found) > SCHEMA_VERSION:
+            raise LLMChatError(
+                f"the usage database has schema version {found}; this llmchat knows "
+                f"{SCHEMA_VERSION} (upgrade llmchat)"
+            )
+
+    def schema_version(self) -> int:
+        """The schema version the database records."""
+        with self.connection() as conn:
+            return int(self._execute(conn, f"SELECT MAX(version) FROM {VERSION_TABLE}")[0][0])
+
+    @contextmanager
+    def connection(self) -> Iterator[Conn]:
+        """A pooled connection, its schema ensured; given back after use."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the usage store is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        try:
+            if not self._ready:
+                self._create_schema(conn, self.schema_statements)
+                self._ready = True
+            yield conn
+        except BaseException:
+            # A connection that failed mid-statement may be unusable: not reused.
+            self._close_connection(conn)
+            raise
+        with self._lock:
+            if not self._closed and len(self._idle) < self.max_idle:
+                self._idle.append(conn)
+                return
+        self._close_connection(conn)
+
+    def record(self, event: UsageEvent) -> None:
+        marks = ", ".join([self.placeholder] * len(COLUMNS))
+        sql = f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({marks})"
+        with self.connection() as conn:
+            self._execute(conn, sql, _row(event))
+
+    def totals(
+        self,
+        by: str,
+        since: datetime.date | None = None,
+        until: datetime.date | None = None,
+    ) -> list[Total]:
+        if by not in GROUPINGS:
+            raise InvalidArgumentError(f"by must be one of {', '.join(GROUPINGS)}, got {by!r}")
+        low, high = time_bounds(since, until)
+        where, params = [], []
+        if low is not None:
+            where.append(f"started_at >= {self.placeholder}")
+            params.append(low)
+        if high is not None:
+            where.append(f"started_at < {self.placeholder}")
+            params.append(high)
+        sql = (
+            f"SELECT {by}, COUNT(*), SUM(CASE WHEN ok THEN 1 ELSE 0 END), "
+            "SUM(input_tokens), SUM(output_tokens), SUM(content_bytes), SUM(duration_ms) "
+            f"FROM {TABLE}{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {by}"
+        )
+        with self.connection() as conn:
+            rows = self._execute(conn, sql, params)
+        out = [_total(row) for row in rows]
+        # Sorted here: the two databases order NULL differently.
+        return sorted(out, key=lambda t: (t.key is None, t.key or ""))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            self._close_connection(conn)
+
+
+def _total(row: Sequence[Any]) -> Total:
+    key, requests, ok, input_tokens, output_tokens, content_bytes, duration = row
+    # int()/float(): PostgreSQL sums BIGINT as NUMERIC (a Decimal).
+    return Total(
+        key=None if key is None else str(key),
+        requests=int(requests),
+        ok=int(ok or 0),
+        failed=int(requests) - int(ok or 0),
+        input_tokens=int(input_tokens or 0),
+        output_tokens=int(output_tokens or 0),
+        content_bytes=int(content_bytes or 0),
+        duration_ms=round(float(duration or 0.0), 3),
+    )
