@@ -336,7 +336,7 @@ class Hooks(probe.SideRequests):
             keep_raw=self.keep_raw,
             think_tags=self.think_tags,
             secrets=self._secrets(),
-            redactor=self._redactor(),
+            redactor=self._redactor,
             lift_usage=self._lift_usage,
             reconcile_finish_reason=self._reconcile_finish_reason,
             on_complete=self._on_stream_complete if stream else self._on_blocking_complete,

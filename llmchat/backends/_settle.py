@@ -77,7 +77,7 @@ def ending_of_failure(
         exc, exchange=exchange, after_headers=after_headers, timeouts=call.timeouts
     )
     if stream and after_headers and error_class == "response" and message.startswith("Body cut"):
-        log.debug("stream cut off: %s", call.redactor.text(message))
+        log.debug("stream cut off: %s", call.redactor().text(message))
         return CUT_ENDING
     return Ending("transport", error_class, message)
 
@@ -108,7 +108,7 @@ def run_hook(call: Call, response: Response) -> None:
     try:
         call.on_complete(response)
     except Exception as exc:
-        log.warning("completion hook raised: %s", call.redactor.exception(exc))
+        log.warning("completion hook raised: %s", call.redactor().exception(exc))
         response._settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
         return
     response._settle()
@@ -131,7 +131,7 @@ def decide_finish(
         log.warning(
             "_reconcile_finish_reason raised; keeping %r: %s",
             reason,
-            call.redactor.exception(exc),
+            call.redactor().exception(exc),
         )
         return reason
     if not isinstance(decided, str):

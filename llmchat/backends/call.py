@@ -2,7 +2,7 @@
 
 The runners (`_runners`) and the settle point (`_settle`) read a `Call`, never
 the backend: the wire request, the decoder factory, the transport, limits and
-timeouts, the secrets and their redactor, and the hooks they run — bound
+timeouts, the secrets, and the hooks they run (and `_redactor`) — bound
 methods of the backend, taken once per call, so a hook overridden on the
 class or on the instance is the one that runs. This module imports no
 backend; `OpenAICommon` builds the `Call`.
@@ -50,8 +50,8 @@ class Call:
     think_tags: ThinkTags | None
     secrets: tuple[str, ...] = field(repr=False)
     """`_secrets()`: the credentials kept out of the wire log."""
-    redactor: Redactor
-    """`_redactor()`: scrubs log lines about this call."""
+    redactor: Callable[[], Redactor]
+    """`_redactor`: scrubs a log line about a failure (built only when one is written)."""
     lift_usage: LiftUsage
     reconcile_finish_reason: Reconcile
     on_complete: OnComplete
