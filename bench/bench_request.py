@@ -237,7 +237,7 @@ def profile(fn: Callable[[], Any], calls: int = PROFILE_CALLS) -> tuple[Rows, Ro
 def _complete_body(backend: Any) -> Any:
     """The blocking runner's work on bytes already read, as `(response, status, data, kind)`.
 
-    Private (`backends._runners.complete_body`); None if it moved.
+    Private (`backends._runners.complete_body` on `backend._call(...)`); None if they moved.
     """
     try:
         from llmchat.backends import _runners
@@ -246,8 +246,12 @@ def _complete_body(backend: Any) -> Any:
     complete = getattr(_runners, "complete_body", None)
     if complete is None:
         return None
+    make_call = getattr(backend, "_call", None)
+    if make_call is None:
+        return None
+    request = backend.prepare_chat_request(MESSAGES)
     return lambda response, status, data, kind: complete(
-        backend, response, status, data, kind, backend._on_blocking_complete
+        make_call(request, kind, stream=False), response, status, data
     )
 
 

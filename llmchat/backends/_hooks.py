@@ -2,22 +2,36 @@
 
 Each hook takes a value and returns a new one (or sets fields on the Response
 it is given); the base class docstring lists them in call order. `Hooks` is
-a mixin: `OpenAICommon` supplies the attributes it reads.
+a mixin: `OpenAICommon` supplies the attributes it reads. Besides the
+defaults, the two places that call the hooks: the request flow
+(`_chat_request`, `_text_request`, `_wire_request`: the request hooks in
+order) and `_call`, which binds the hooks the runners run, with the values
+they read, into one `Call` (the runners never see the backend).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .. import probe, wire_json
 from ..dialects.base import Dialect
-from ..messages import Message
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..messages import Message, MessageLike
+from ..pipeline.think_tags import ThinkTags
 from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
-from ._request import USER_AGENT, openai_chat_body
+from ..urls import join_url
+from ._request import (
+    USER_AGENT,
+    WireRequest,
+    checked_tools,
+    message_list,
+    openai_chat_body,
+)
+from .call import Call
 
 __all__ = ["Hooks"]
 
@@ -27,13 +41,21 @@ class Hooks(probe.SideRequests):
 
     settings: Settings
     model: str | None
+    template: Any
+    max_event_bytes: int | None
+    keep_raw: bool
+    think_tags: ThinkTags | None
     _api_key: str | None
     setting_field_names: ClassVar[Mapping[str, str | None]]
     response_class: ClassVar[type[Response]]
     dialect: ClassVar[type[Dialect]]
     text_dialect: ClassVar[type[Dialect] | None]
     chat_path: ClassVar[str]
+    text_path: ClassVar[str]
     send_include_usage: ClassVar[bool]
+
+    def normalized_messages(self, messages: Iterable[MessageLike]) -> list[Message]:
+        raise NotImplementedError  # `OpenAICommon`'s
 
     # -- the request ------------------------------------------------------------
 
@@ -113,6 +135,77 @@ class Hooks(probe.SideRequests):
         llmchat calls this; user code does not; override it in a subclass.
         """
         return wire_json.encode(body)
+
+    # -- the request flow: the hooks above, in order --------------------------
+
+    def _chat_request(
+        self,
+        messages: Iterable[MessageLike],
+        tools: Sequence[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
+        settings: Settings | None,
+        *,
+        stream: bool,
+    ) -> WireRequest:
+        """The chat request for `prepare_chat_request`, in every dialect.
+
+        The checks every dialect shares come first (messages, tools, tool_choice),
+        then `_chat_route` and `_build_chat_body` make the dialect's path and
+        body, then the usual hooks. Not an override point.
+        """
+        members = self._get_api_settings(settings)
+        history = self.normalized_messages(message_list(messages))
+        checked = None if tools is None else checked_tools(tools)
+        if tool_choice is not None and not isinstance(tool_choice, (str, Mapping)):
+            raise InvalidTypeError("tool_choice must be a str, a mapping or None")
+        path = self._chat_route(members, stream=stream)
+        body = self._build_chat_body(history, members, checked, tool_choice, stream=stream)
+        return self._wire_request(path, body, stream=stream)
+
+    def _text_request(
+        self,
+        messages: Iterable[MessageLike],
+        continuation: bool,
+        settings: Settings | None,
+        *,
+        stream: bool,
+    ) -> WireRequest:
+        """The text-completion request for `prepare_text_request`."""
+        if self.text_dialect is None:
+            raise InvalidArgumentError(
+                f"{type(self).__name__} has no text completions; use chat_completion"
+            )
+        if self.template is None:
+            raise InvalidArgumentError(
+                "text completions need a prompt template: pass template=… to the backend "
+                "(e.g. llmchat.templates.ChatML())"
+            )
+        body = self._get_api_settings(settings)
+        body["prompt"] = self.template.render(
+            self.normalized_messages(message_list(messages)), continuation=continuation
+        )
+        if stream:
+            body["stream"] = True
+            if self.send_include_usage:
+                body["stream_options"] = {"include_usage": True}
+        return self._wire_request(self.text_path, body, stream=stream)
+
+    def _wire_request(self, path: str, body: dict[str, Any], *, stream: bool) -> WireRequest:
+        """The finished body (after `_finalize_request_body`), its bytes and headers."""
+        body = self._finalize_request_body(body)
+        data = self._encode_request_body(body)
+        headers = self._get_api_headers()
+        if stream and not any(name.lower() == "accept-encoding" for name in headers):
+            # A compressed token stream saves little and makes intermediaries buffer;
+            # the reader still decodes whatever a server sends. A hook's own header wins.
+            headers["Accept-Encoding"] = "identity"
+        return WireRequest(
+            method="POST",
+            url=join_url(self.api_url, path),
+            headers=headers,
+            body=body,
+            data=data,
+        )
 
     # -- the response -----------------------------------------------------------
 
@@ -224,3 +317,27 @@ class Hooks(probe.SideRequests):
         a subclass (call `super()` to keep `_on_complete`).
         """
         self._on_complete(response)
+
+    # -- one call ----------------------------------------------------------------
+
+    def _call(self, request: WireRequest, kind: str, *, stream: bool) -> Call:
+        """What the runners read for one completion: values, and the hooks bound now.
+
+        Taken per call, so an override on the class or on the instance runs.
+        """
+        return Call(
+            request=request,
+            kind=kind,
+            dialect=self._dialect,
+            transport=self._transport,
+            timeouts=self.timeouts,
+            max_response_bytes=self.max_response_bytes,
+            max_event_bytes=self.max_event_bytes,
+            keep_raw=self.keep_raw,
+            think_tags=self.think_tags,
+            secrets=self._secrets(),
+            redactor=self._redactor,
+            lift_usage=self._lift_usage,
+            reconcile_finish_reason=self._reconcile_finish_reason,
+            on_complete=self._on_stream_complete if stream else self._on_blocking_complete,
+        )

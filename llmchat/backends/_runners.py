@@ -6,8 +6,9 @@ same dialect decoder, accumulate with the same `Accumulator`, turn what
 stopped the reading into a typed `Ending`, and settle through `settle`: the
 judge's verdict, `_reconcile_finish_reason` once (with the provider's reason,
 only when the provider's own end was reached), the completion hook only on
-success. They live beside the backend, not in `llmchat.pipeline`, because
-they own the transport exchange and call the backend's hooks.
+success. They read one `Call` (the request, the transport, limits and the
+hooks, bound), never the backend. They live beside the backends, not in
+`llmchat.pipeline`, because they own the transport exchange.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping
+from typing import Final
 
 from ..chunk import Chunk
 from ..completion import ErrorBody, error_message, json_error_message
@@ -33,22 +34,17 @@ from ..response import Response
 from ..sse import EventTooLarge, SSEDecoder, SSEEvent
 from ..transport import (
     Exchange,
+    Timeouts,
+    Transport,
     TransportResponse,
     parse_json,
 )
 from ..wirelog import WireLog
 from ._baton import ReadBaton, Reads
+from ._request import WireRequest
 from ._reuse import drain
-from ._settle import (
-    OnComplete,
-    decide_finish,
-    ending_of_abort,
-    ending_of_failure,
-    settle,
-)
-
-if TYPE_CHECKING:
-    from .openai_common import OpenAICommon, WireRequest
+from ._settle import decide_finish, ending_of_abort, ending_of_failure, settle
+from .call import Call, LiftUsage
 
 log = logging.getLogger("llmchat")
 
@@ -69,57 +65,48 @@ ERR_NOT_UTF8: Final = "Response body is not valid UTF-8"
 # -- blocking ---------------------------------------------------------------------
 
 
-def run_blocking(
-    backend: OpenAICommon, request: WireRequest, response: Response, *, kind: str
-) -> None:
+def run_blocking(call: Call, response: Response) -> None:
     """One blocking completion: send, read the whole body, settle."""
+    request = call.request
     exchange = Exchange()
-    exchange.arm_deadline(backend.timeouts.request)
+    exchange.arm_deadline(call.timeouts.request)
     response._attach_aborter(lambda: exchange.abort("cancel"))
-    wirelog = WireLog(backend._secrets())
+    wirelog = WireLog(call.secrets)
     wirelog.request(request.method, request.url, request.headers, request.data)
     http = None
     try:
-        http = open_request(backend, request, exchange, wirelog)
+        http = open_request(call.transport, call.timeouts, request, exchange, wirelog)
         wirelog.response(http.status_code, http.headers)
         _note_headers(response, http)
-        data = read_all(http, wirelog, backend.max_response_bytes)
+        data = read_all(http, wirelog, call.max_response_bytes)
     except Exception as exc:
         ending = ending_of_failure(
-            backend, exc, exchange, after_headers=http is not None, stream=False
+            call, exc, exchange, after_headers=http is not None, stream=False
         )
-        acc = new_accumulator(backend, kind, keep_raw=True)
-        settle(backend, response, ending, acc, backend._on_blocking_complete)
+        settle(call, response, ending, new_accumulator(call, keep_raw=True))
         wirelog.end(f"failed: {response.err}")
         return
     finally:
         exchange.finish()
         if http is not None:
             http.close()
-    complete_body(backend, response, http.status_code, data, kind, backend._on_blocking_complete)
+    complete_body(call, response, http.status_code, data)
     wirelog.end("ok" if response.is_success else f"failed: {response.err}")
 
 
-def complete_body(
-    backend: OpenAICommon,
-    response: Response,
-    status: int,
-    data: bytes,
-    kind: str,
-    on_complete: OnComplete,
-) -> None:
+def complete_body(call: Call, response: Response, status: int, data: bytes) -> None:
     """A whole body (blocking, or a stream answered without SSE): a one-payload stream."""
-    acc = new_accumulator(backend, kind, keep_raw=True)
-    settle(backend, response, _read_body(backend, response, status, data, acc), acc, on_complete)
+    acc = new_accumulator(call, keep_raw=True)
+    settle(call, response, _read_body(call.lift_usage, response, status, data, acc), acc)
 
 
-def new_accumulator(backend: OpenAICommon, kind: str, *, keep_raw: bool) -> Accumulator:
-    """The accumulator of one completion, with a fresh decoder of the backend's dialect."""
-    return Accumulator(backend._dialect(kind), keep_raw=keep_raw, think_tags=backend.think_tags)
+def new_accumulator(call: Call, *, keep_raw: bool) -> Accumulator:
+    """The accumulator of one completion, with a fresh decoder of the call's dialect."""
+    return Accumulator(call.dialect(call.kind), keep_raw=keep_raw, think_tags=call.think_tags)
 
 
 def _read_body(
-    backend: OpenAICommon, response: Response, status: int, data: bytes, acc: Accumulator
+    lift: LiftUsage, response: Response, status: int, data: bytes, acc: Accumulator
 ) -> Ending:
     if status >= 300:  # a redirect still here was not followed (another origin)
         return _http_failure(response, status, data)
@@ -135,7 +122,7 @@ def _read_body(
         chunks: list[Chunk] = []
         for item in payload:
             if isinstance(item, Mapping):
-                backend._lift_usage(response, item)
+                lift(response, item)
                 chunks += acc.feed_payload(item)
             else:
                 acc.drop()
@@ -144,7 +131,7 @@ def _read_body(
         return Ending("body", body=text)
     if not isinstance(payload, Mapping):
         return Ending("malformed", message=f"Response is not a JSON object: {_excerpt(text)}")
-    backend._lift_usage(response, payload)
+    lift(response, payload)
     chunks = acc.feed_payload(payload, whole=True)
     _sync(response, acc)
     response._publish(chunks)
@@ -165,59 +152,51 @@ def _http_failure(response: Response, status: int, data: bytes) -> Ending:
 # -- streamed ---------------------------------------------------------------------
 
 
-def start_stream(
-    backend: OpenAICommon, request: WireRequest, response: Response, *, kind: str
-) -> None:
+def start_stream(call: Call, response: Response) -> None:
     """Start the reader thread for a streamed completion; returns at once."""
     exchange = Exchange()
-    exchange.arm_deadline(backend.timeouts.request)
+    exchange.arm_deadline(call.timeouts.request)
     response._attach_aborter(lambda: exchange.abort("cancel"))
     threading.Thread(
         target=stream_worker,
-        args=(backend, request, response, exchange, kind),
+        args=(call, response, exchange),
         name="llmchat-stream",
         daemon=True,
     ).start()
 
 
-def stream_worker(
-    backend: OpenAICommon,
-    request: WireRequest,
-    response: Response,
-    exchange: Exchange,
-    kind: str,
-) -> None:
+def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
     """The reader thread: one exchange, then exactly one settle, then maybe the drain.
 
     After the dialect's explicit end the Response settles first (the caller
     has its answer at once); only then is the rest of the body read, so that
     its connection can go back to the pool (`_reuse.drain`).
     """
-    wirelog = WireLog(backend._secrets())
+    request = call.request
+    wirelog = WireLog(call.secrets)
     wirelog.request(request.method, request.url, request.headers, request.data)
-    acc = new_accumulator(backend, kind, keep_raw=backend.keep_raw)
+    acc = new_accumulator(call, keep_raw=call.keep_raw)
     http = None
     ending: Ending | None = None
     try:
         try:
-            http = open_request(backend, request, exchange, wirelog)
+            http = open_request(call.transport, call.timeouts, request, exchange, wirelog)
             wirelog.response(http.status_code, http.headers)
             _note_headers(response, http)
             if _is_stream(http, acc.dialect.framing):
-                reads = pump_reads(backend, http, response, acc, exchange, wirelog)
+                reads = pump_reads(call, http, response, acc, exchange, wirelog)
                 ending = ReadBaton(reads, response).run()
             else:
                 # An error status, or a server that ignored "stream": a whole body.
-                data = read_all(http, wirelog, backend.max_response_bytes)
-                on_complete = backend._on_stream_complete
-                complete_body(backend, response, http.status_code, data, kind, on_complete)
+                data = read_all(http, wirelog, call.max_response_bytes)
+                complete_body(call, response, http.status_code, data)
         except Exception as exc:
             ending = ending_of_failure(
-                backend, exc, exchange, after_headers=http is not None, stream=True
+                call, exc, exchange, after_headers=http is not None, stream=True
             )
             if ending.kind in ("transport", "cut") and acc.finished and exchange.aborted is None:
                 ending = EOF_ENDING  # a connection lost after the finish chunk is a close
-        grace = backend.timeouts.reuse_grace or 0.0
+        grace = call.timeouts.reuse_grace or 0.0
         draining = http if ending is DONE_ENDING and grace > 0 else None
         if draining is not None:
             draining.will_drain()
@@ -225,7 +204,7 @@ def stream_worker(
             _close(exchange, http)
         try:
             if ending is not None:
-                settle(backend, response, ending, acc, backend._on_stream_complete)
+                settle(call, response, ending, acc)
         finally:
             if not response.is_done:  # a bug in a hook must not leave a Response live
                 response._settle(error_class="unknown", err="The stream reader failed")
@@ -243,7 +222,7 @@ def _close(exchange: Exchange, http: TransportResponse | None) -> None:
 
 
 def pump(
-    backend: OpenAICommon,
+    call: Call,
     http: TransportResponse,
     response: Response,
     acc: Accumulator,
@@ -251,7 +230,7 @@ def pump(
     wirelog: WireLog,
 ) -> Ending:
     """`pump_reads` run to its end on the calling thread; its Ending."""
-    reads = pump_reads(backend, http, response, acc, exchange, wirelog)
+    reads = pump_reads(call, http, response, acc, exchange, wirelog)
     while True:
         try:
             next(reads)
@@ -261,7 +240,7 @@ def pump(
 
 
 def pump_reads(
-    backend: OpenAICommon,
+    call: Call,
     http: TransportResponse,
     response: Response,
     acc: Accumulator,
@@ -277,13 +256,13 @@ def pump_reads(
     `stream_finish_grace`.
     """
     decoder: SSEDecoder | NDJSONDecoder = (
-        NDJSONDecoder(backend.max_event_bytes)
+        NDJSONDecoder(call.max_event_bytes)
         if acc.dialect.framing == "ndjson"
-        else SSEDecoder(backend.max_event_bytes, stray_json=acc.dialect.stray_json)
+        else SSEDecoder(call.max_event_bytes, stray_json=acc.dialect.stray_json)
     )
-    lift = backend._lift_usage
-    grace = backend.timeouts.finish_grace
-    for data in http.iter_bytes(backend.max_response_bytes):
+    lift = call.lift_usage
+    grace = call.timeouts.finish_grace
+    for data in http.iter_bytes(call.max_response_bytes):
         wirelog.first_byte()
         response.last_activity_at = time.monotonic()
         finished = acc.finish_reason is not None
@@ -306,14 +285,14 @@ def pump_reads(
     if acc.done and exchange.aborted != "cancel":
         return DONE_ENDING
     # A body that ends after an abort is never a clean end.
-    return ending_of_abort(backend, exchange) or EOF_ENDING
+    return ending_of_abort(call.timeouts, exchange) or EOF_ENDING
 
 
 def _apply(
     events: list[SSEEvent],
     acc: Accumulator,
     response: Response,
-    lift: Callable[[Response, Mapping[str, Any]], None],
+    lift: LiftUsage,
 ) -> list[Chunk]:
     """The chunks of `events`; every decoded payload goes through `_lift_usage`."""
     chunks: list[Chunk] = []
@@ -361,24 +340,25 @@ def _sync(response: Response, acc: Accumulator) -> None:
 
 
 def open_request(
-    backend: OpenAICommon,
+    transport: Transport,
+    timeouts: Timeouts,
     request: WireRequest,
     exchange: Exchange,
     wirelog: WireLog | None = None,
 ) -> TransportResponse:
-    """Send `request` on `exchange` with the backend's connect and headers timeouts.
+    """Send `request` on `exchange` through `transport`, with the connect and headers timeouts.
 
     A resend after a dead pooled connection (`Exchange.resends`) goes to `wirelog`.
     """
     try:
-        return backend._transport.open(
+        return transport.open(
             request.method,
             request.url,
             request.headers,
             request.data,
             exchange,
-            connect_timeout=backend.timeouts.connect,
-            read_timeout=backend.timeouts.headers,
+            connect_timeout=timeouts.connect,
+            read_timeout=timeouts.headers,
         )
     finally:
         if exchange.resends and wirelog is not None:

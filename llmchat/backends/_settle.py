@@ -11,8 +11,6 @@ CONTRACT, CANCELLATION): an abort is never read as the provider's own end.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..pipeline.accumulate import Accumulator
 from ..pipeline.judge import (
@@ -25,10 +23,8 @@ from ..pipeline.judge import (
 )
 from ..response import Response
 from ..sse import EventTooLarge
-from ..transport import BodyTooLarge, Exchange, classify_exception
-
-if TYPE_CHECKING:
-    from .openai_common import OpenAICommon
+from ..transport import BodyTooLarge, Exchange, Timeouts, classify_exception
+from .call import Call
 
 log = logging.getLogger("llmchat")
 
@@ -40,10 +36,8 @@ __all__ = [
     "settle",
 ]
 
-OnComplete = Callable[[Response], None]
 
-
-def ending_of_abort(backend: OpenAICommon, exchange: Exchange) -> Ending | None:
+def ending_of_abort(timeouts: Timeouts, exchange: Exchange) -> Ending | None:
     """The ending an abort makes, whatever the body's framing did; None if not aborted."""
     reason = exchange.aborted
     if reason is None:
@@ -56,13 +50,13 @@ def ending_of_abort(backend: OpenAICommon, exchange: Exchange) -> Ending | None:
         ConnectionError("exchange aborted"),
         exchange=exchange,
         after_headers=True,
-        timeouts=backend.timeouts,
+        timeouts=timeouts,
     )
     return Ending("deadline" if reason == "deadline" else "transport", error_class, message)
 
 
 def ending_of_failure(
-    backend: OpenAICommon,
+    call: Call,
     exc: Exception,
     exchange: Exchange,
     *,
@@ -76,25 +70,19 @@ def ending_of_failure(
         # Read no further, even after the finish chunk: what arrived stays on the Response.
         return Ending("limit", message=str(exc))
     if exchange.aborted is not None and (stream or exchange.aborted == "deadline"):
-        ending = ending_of_abort(backend, exchange)
+        ending = ending_of_abort(call.timeouts, exchange)
         if ending is not None:
             return ending
     error_class, message = classify_exception(
-        exc, exchange=exchange, after_headers=after_headers, timeouts=backend.timeouts
+        exc, exchange=exchange, after_headers=after_headers, timeouts=call.timeouts
     )
     if stream and after_headers and error_class == "response" and message.startswith("Body cut"):
-        log.debug("stream cut off: %s", backend._redactor().text(message))
+        log.debug("stream cut off: %s", call.redactor().text(message))
         return CUT_ENDING
     return Ending("transport", error_class, message)
 
 
-def settle(
-    backend: OpenAICommon,
-    response: Response,
-    ending: Ending,
-    acc: Accumulator,
-    on_complete: OnComplete,
-) -> None:
+def settle(call: Call, response: Response, ending: Ending, acc: Accumulator) -> None:
     """The one place an ending becomes the Response's terminal state."""
     if response.is_done:  # cancelled: nothing is reconciled, no hook runs
         return
@@ -102,32 +90,32 @@ def settle(
     if verdict.cancelled:
         return
     if verdict.finished:
-        decided = decide_finish(backend, response, acc.finish_reason, acc.provider_reason)
+        decided = decide_finish(call, response, acc.finish_reason, acc.provider_reason)
         reason, verdict = judge_reason(decided, bool(acc.tool_calls))
         response._record(finish_reason=reason, provider_finish_reason=acc.provider_reason)
         if acc.parts:
             response.reasoning_parts = list(acc.parts)
         if verdict.error_class is None:
-            run_hook(backend, response, on_complete)
+            run_hook(call, response)
             return
     response._settle(
         error_class=verdict.error_class, err=verdict.err, error_status=verdict.error_status
     )
 
 
-def run_hook(backend: OpenAICommon, response: Response, on_complete: OnComplete) -> None:
+def run_hook(call: Call, response: Response) -> None:
     """Run the completion hook on a success, then settle; a hook that raises fails it."""
     try:
-        on_complete(response)
+        call.on_complete(response)
     except Exception as exc:
-        log.warning("completion hook raised: %s", backend._redactor().exception(exc))
+        log.warning("completion hook raised: %s", call.redactor().exception(exc))
         response._settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
         return
     response._settle()
 
 
 def decide_finish(
-    backend: OpenAICommon, response: Response, reason: str | None, provider: str | None = None
+    call: Call, response: Response, reason: str | None, provider: str | None = None
 ) -> str | None:
     """Run `_reconcile_finish_reason` once; a hook that raises keeps `reason`.
 
@@ -138,12 +126,12 @@ def decide_finish(
     if reason is None:
         return None
     try:
-        decided = backend._reconcile_finish_reason(response, reason, response.request or {})
+        decided = call.reconcile_finish_reason(response, reason, response.request or {})
     except Exception as exc:
         log.warning(
             "_reconcile_finish_reason raised; keeping %r: %s",
             reason,
-            backend._redactor().exception(exc),
+            call.redactor().exception(exc),
         )
         return reason
     if not isinstance(decided, str):

@@ -5,7 +5,8 @@ outcome lands on a `Response` (remote failures are states, not exceptions).
 This module holds the hook list, the constructor and the public verbs; the
 hooks' defaults are `_hooks`', and the work is done by `_request` (request
 building), `_runners` and `_settle` (the blocking and streamed runners over
-`llmchat.pipeline`) and `llmchat.probe` (side requests).
+`llmchat.pipeline`, which read one `call.Call` per completion, never the
+backend) and `llmchat.probe` (side requests).
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts
 from . import _clone, _runners
 from ._hooks import Hooks
 from ._options import KEEP, base_init_kwargs, check_arguments
-from ._request import USER_AGENT, WireRequest, chat_request, openai_messages, text_request
-from ._request import wire_request as _build_wire_request
+from ._request import USER_AGENT, WireRequest, openai_messages
 
 log = logging.getLogger("llmchat")
 
@@ -284,7 +284,7 @@ class OpenAICommon(Hooks):
         Runs every request hook in order; raises `ValueError`/`TypeError`
         naming the field for bad input.
         """
-        return chat_request(self, messages, tools, tool_choice, settings, stream=stream)
+        return self._chat_request(messages, tools, tool_choice, settings, stream=stream)
 
     def prepare_text_request(
         self,
@@ -299,10 +299,7 @@ class OpenAICommon(Hooks):
         The prompt is `template` rendering `normalized_messages(messages)` (a
         fresh list each time); `continuation=True` leaves the last message open.
         """
-        return text_request(self, messages, continuation, settings, stream=stream)
-
-    def _wire_request(self, path: str, body: dict[str, Any], *, stream: bool) -> WireRequest:
-        return _build_wire_request(self, path, body, stream=stream)
+        return self._text_request(messages, continuation, settings, stream=stream)
 
     # -- blocking completions -----------------------------------------------
 
@@ -321,7 +318,7 @@ class OpenAICommon(Hooks):
         """
         request = self.prepare_chat_request(messages, tools, tool_choice, settings)
         response = self.make_response(request.body)
-        _runners.run_blocking(self, request, response, kind="chat")
+        _runners.run_blocking(self._call(request, "chat", stream=False), response)
         return response
 
     def text_completion(
@@ -337,7 +334,7 @@ class OpenAICommon(Hooks):
         """
         request = self.prepare_text_request(messages, continuation, settings)
         response = self.make_response(request.body)
-        _runners.run_blocking(self, request, response, kind="text")
+        _runners.run_blocking(self._call(request, "text", stream=False), response)
         return response
 
     def cancel(self, response: Response) -> None:
@@ -350,7 +347,7 @@ class OpenAICommon(Hooks):
         self, request: WireRequest, response: Response, exchange: Exchange, kind: str
     ) -> None:
         """The reader thread's body (benchmarks call it in their own thread)."""
-        _runners.stream_worker(self, request, response, exchange, kind)
+        _runners.stream_worker(self._call(request, kind, stream=True), response, exchange)
 
     # -- streamed completions -----------------------------------------------
 
@@ -374,7 +371,7 @@ class OpenAICommon(Hooks):
         """
         request = self.prepare_chat_request(messages, tools, tool_choice, settings, stream=True)
         response = self.make_stream_response(request.body)
-        _runners.start_stream(self, request, response, kind="chat")
+        _runners.start_stream(self._call(request, "chat", stream=True), response)
         return response
 
     def text_completion_stream(
@@ -389,7 +386,7 @@ class OpenAICommon(Hooks):
         """
         request = self.prepare_text_request(messages, continuation, settings, stream=True)
         response = self.make_stream_response(request.body)
-        _runners.start_stream(self, request, response, kind="text")
+        _runners.start_stream(self._call(request, "text", stream=True), response)
         return response
 
     def close(self) -> None:

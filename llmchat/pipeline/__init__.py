@@ -4,8 +4,8 @@
 emits `Chunk`s; `judge.judge` turns a typed `Ending` and that state into the
 one `Verdict`; `think_tags.ThinkTagFilter` splits reasoning written inline
 between think tags from the answer. The runners that own the exchange live in
-`llmchat.backends._runners` (they need the transport and the backend's hooks,
-which this package does not import).
+`llmchat.backends._runners` (they need the transport and the hooks of one
+`backends.call.Call`, which this package does not import).
 """
 
 from __future__ import annotations

@@ -279,7 +279,7 @@ class Upstream:
         # The backend's own exchange opener: its transport, timeouts and headers.
         request = WireRequest(method, backend._url(path), headers, {}, data or b"")
         try:
-            http = open_request(backend, request, exchange)
+            http = open_request(backend._transport, backend.timeouts, request, exchange)
         except Exception as exc:
             exchange.finish()
             if exchange.aborted == "cancel":
