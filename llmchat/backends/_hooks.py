@@ -17,7 +17,9 @@ from ..messages import Message
 from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
-from ._request import USER_AGENT, openai_chat_body
+from . import _bodies
+from ._bodies import ChatBodyBuilder, ChatParts
+from ._request import USER_AGENT
 
 __all__ = ["Hooks"]
 
@@ -34,6 +36,8 @@ class Hooks(probe.SideRequests):
     text_dialect: ClassVar[type[Dialect] | None]
     chat_path: ClassVar[str]
     send_include_usage: ClassVar[bool]
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.openai)
+    """Builds the chat body (`_build_chat_body`'s default); a dialect backend names its own."""
 
     # -- the request ------------------------------------------------------------
 
@@ -83,19 +87,12 @@ class Hooks(probe.SideRequests):
         Gets the normalized conversation (OpenAI-shaped `Message`s), the
         members `_get_api_settings` returned (a fresh dict, the builder's to
         use), the checked tools (OpenAI-shaped) and `tool_choice`. Default:
-        the OpenAI chat-completions body. Each dialect backend overrides it
-        with its own builder from `llmchat.dialects`; it must raise
-        `ValueError`/`TypeError` naming the field for input it cannot send.
-        llmchat calls this; user code does not.
+        the class attribute `body_builder` (`llmchat.backends._bodies`; the
+        OpenAI chat-completions body unless a dialect backend names its own);
+        it must raise `ValueError`/`TypeError` naming the field for input it
+        cannot send. llmchat calls this; user code does not.
         """
-        return openai_chat_body(
-            history,
-            members,
-            tools,
-            tool_choice,
-            stream=stream,
-            include_usage=self.send_include_usage,
-        )
+        return self.body_builder(self, ChatParts(history, members, tools, tool_choice, stream))
 
     def _finalize_request_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """Return the body to send, given the assembled one; default: unchanged.

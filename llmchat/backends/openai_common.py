@@ -31,7 +31,7 @@ from ..settings import Settings
 from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts, Transport
 from . import _clone, _runners
 from ._hooks import Hooks
-from ._options import KEEP, base_init_kwargs, check_arguments
+from ._options import KEEP, base_init_kwargs, check_arguments, key_from_env
 from ._request import USER_AGENT, WireRequest, chat_request, openai_messages, text_request
 from ._request import wire_request as _build_wire_request
 
@@ -88,10 +88,15 @@ class OpenAICommon(Hooks):
        call it by default; override those only to tell the modes apart.
 
     Static provider differences are class attributes: `dialect` and
-    `text_dialect` (the wire decoders, `llmchat.dialects`), `response_class`,
+    `text_dialect` (the wire decoders, `llmchat.dialects`), `body_builder`
+    (the chat body, `llmchat.backends._bodies`), `response_class`,
     `send_include_usage`, `setting_field_names` (see `Settings.to_body`),
-    `chat_path`, `text_path`, `probe_source`, `tokenize_route`, `abort_path`.
-    `_dialect(kind)` builds the decoder of one completion from them.
+    `chat_path`, `text_path`, `probe_source`, `tokenize_route`, `abort_path`,
+    `default_api_url` and `api_key_env` (read by the one constructor: a
+    backend whose only difference is its server and key needs no `__init__`).
+    `_dialect(kind)` builds the decoder of one completion from them. A
+    subclass that does add constructor arguments takes the rest as
+    ``**common: Unpack[CommonOptions]`` (`llmchat.backends.options`).
 
     `think_tags=True` (or an ``(open, close)`` pair, or a `ThinkTags`) moves
     text a model writes between ``<think>`` and ``</think>`` from `msg` to
@@ -123,6 +128,11 @@ class OpenAICommon(Hooks):
     abort_path: ClassVar[str | None] = None
     """A route at the server root POSTed (best effort, in the background) after a
     cancel, for servers that keep generating after a hang-up; None: no abort."""
+    default_api_url: ClassVar[str | None] = None
+    """The `api_url` when none is given; None: the caller must name the server."""
+    api_key_env: ClassVar[tuple[str, ...]] = ()
+    """Environment variables read, first set wins, for the key when `api_key` is None
+    (an empty value counts as unset; a malformed one raises, naming the variable)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap a subclass's own `__init__` so that `clone()` can rebuild it."""
@@ -133,7 +143,7 @@ class OpenAICommon(Hooks):
 
     def __init__(
         self,
-        api_url: str,
+        api_url: str | None = None,
         api_key: str | None = None,
         model: str | None = None,
         settings: Settings | None = None,
@@ -157,6 +167,14 @@ class OpenAICommon(Hooks):
         pool_size: int = DEFAULT_POOL_SIZE,
         transport: Transport | None = None,
     ) -> None:
+        if api_url is None:
+            api_url = self.default_api_url
+            if api_url is None:
+                raise InvalidTypeError(
+                    f"{type(self).__name__}() needs api_url: it has no default server"
+                )
+        if api_key is None:
+            api_key = key_from_env(*self.api_key_env)
         check_arguments(
             api_url=api_url,
             api_key=api_key,
