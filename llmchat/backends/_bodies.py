@@ -11,7 +11,7 @@ it cannot send.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..dialects.gemini_request import build_request
 from ..dialects.ollama_request import chat_body
@@ -19,10 +19,7 @@ from ..dialects.responses_request import responses_body
 from ..messages import Message
 from ._request import openai_chat_body
 
-if TYPE_CHECKING:
-    from ._hooks import Hooks
-
-__all__ = ["ChatBodyBuilder", "ChatParts", "gemini", "ollama", "openai", "responses"]
+__all__ = ["BodyHost", "ChatBodyBuilder", "ChatParts", "gemini", "ollama", "openai", "responses"]
 
 
 class ChatParts(NamedTuple):
@@ -38,13 +35,20 @@ class ChatParts(NamedTuple):
     stream: bool
 
 
+class BodyHost(Protocol):
+    """What a builder may read of the backend (a builder for one class narrows it)."""
+
+    @property
+    def send_include_usage(self) -> bool: ...
+
+
 class ChatBodyBuilder(Protocol):
     """The type of `OpenAICommon.body_builder` (set it as ``staticmethod(fn)``)."""
 
-    def __call__(self, backend: Hooks, parts: ChatParts) -> dict[str, Any]: ...
+    def __call__(self, backend: BodyHost, parts: ChatParts) -> dict[str, Any]: ...
 
 
-def openai(backend: Hooks, parts: ChatParts) -> dict[str, Any]:
+def openai(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
     """The OpenAI chat-completions body (``stream_options`` per `send_include_usage`)."""
     history, members, tools, tool_choice, stream = parts
     return openai_chat_body(
@@ -57,19 +61,19 @@ def openai(backend: Hooks, parts: ChatParts) -> dict[str, Any]:
     )
 
 
-def gemini(backend: Hooks, parts: ChatParts) -> dict[str, Any]:
+def gemini(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
     """The ``generateContent`` body (`build_request`; the mode is in the route)."""
     return build_request(parts.history, parts.members, parts.tools, parts.tool_choice)
 
 
-def responses(backend: Hooks, parts: ChatParts) -> dict[str, Any]:
+def responses(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
     """The ``/responses`` body (`responses_body`)."""
     history, members, tools, tool_choice, stream = parts
     model = members.pop("model", None)
     return responses_body(history, members, tools, tool_choice, model=model, stream=stream)
 
 
-def ollama(backend: Hooks, parts: ChatParts) -> dict[str, Any]:
+def ollama(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
     """The ``/api/chat`` body (`chat_body`)."""
     history, members, tools, tool_choice, stream = parts
     model = members.pop("model", None)

@@ -19,14 +19,12 @@ from ..dialects.anthropic_request import DEFAULT_MAX_TOKENS, messages_body
 from ..dialects.base import Dialect
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..settings import Settings
-from ._bodies import ChatBodyBuilder, ChatParts
+from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
 from .openai_common import OpenAICommon
 from .options import CommonOptions
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-    from ._hooks import Hooks
 
 __all__ = ["DEFAULT_API_URL", "DEFAULT_VERSION", "Anthropic", "AuthStyle"]
 
@@ -58,7 +56,7 @@ unknown members; llama-server's ``/v1/messages`` ignores them). `extra_body`
 still sends anything."""
 
 
-def _messages_body(backend: Hooks, parts: ChatParts) -> dict[str, Any]:
+def _messages_body(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
     """The ``/messages`` body (`messages_body`), with the class's `default_max_tokens`."""
     limit = backend.default_max_tokens if isinstance(backend, Anthropic) else DEFAULT_MAX_TOKENS
     history, members, tools, tool_choice, stream = parts

@@ -31,7 +31,7 @@ from ..settings import Settings
 from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts, Transport
 from . import _clone, _runners
 from ._hooks import Hooks
-from ._options import KEEP, base_init_kwargs, check_arguments, key_from_env
+from ._options import KEEP, base_init_kwargs, check_arguments, server_and_key
 from ._request import USER_AGENT, WireRequest, chat_request, openai_messages, text_request
 from ._request import wire_request as _build_wire_request
 
@@ -97,6 +97,11 @@ class OpenAICommon(Hooks):
     `_dialect(kind)` builds the decoder of one completion from them. A
     subclass that does add constructor arguments takes the rest as
     ``**common: Unpack[CommonOptions]`` (`llmchat.backends.options`).
+
+    A subclass's own HTTP calls (a probe, OpenRouter's ``GET /generation``)
+    use the shared internals listed on `llmchat.probe.SideRequests`
+    (`_server_root`, `_probe_json`, `_probe_json_array`, `_request_json`,
+    `_decode_json_body`), never `requests`.
 
     `think_tags=True` (or an ``(open, close)`` pair, or a `ThinkTags`) moves
     text a model writes between ``<think>`` and ``</think>`` from `msg` to
@@ -167,14 +172,7 @@ class OpenAICommon(Hooks):
         pool_size: int = DEFAULT_POOL_SIZE,
         transport: Transport | None = None,
     ) -> None:
-        if api_url is None:
-            api_url = self.default_api_url
-            if api_url is None:
-                raise InvalidTypeError(
-                    f"{type(self).__name__}() needs api_url: it has no default server"
-                )
-        if api_key is None:
-            api_key = key_from_env(*self.api_key_env)
+        api_url, api_key = server_and_key(api_url, api_key, type(self))
         check_arguments(
             api_url=api_url,
             api_key=api_key,
