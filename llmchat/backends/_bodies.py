@@ -5,7 +5,8 @@ rather than each overriding `_build_chat_body`, it names its builder here as
 a class attribute, and the one `_build_chat_body` calls it. A builder gets
 the backend (for its class attributes) and a `ChatParts`, and returns a new
 body dict; it must raise `ValueError`/`TypeError` naming the field for input
-it cannot send.
+it cannot send. The default, the OpenAI body, is `_hooks`' (beside the
+builder it calls), so this module imports no backend module.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from ..dialects.gemini_request import build_request
 from ..dialects.ollama_request import chat_body
 from ..dialects.responses_request import responses_body
 from ..messages import Message
-from ._request import openai_chat_body
 
-__all__ = ["BodyHost", "ChatBodyBuilder", "ChatParts", "gemini", "ollama", "openai", "responses"]
+__all__ = ["BodyHost", "ChatBodyBuilder", "ChatParts", "gemini", "ollama", "responses"]
 
 
 class ChatParts(NamedTuple):
@@ -46,19 +46,6 @@ class ChatBodyBuilder(Protocol):
     """The type of `OpenAICommon.body_builder` (set it as ``staticmethod(fn)``)."""
 
     def __call__(self, backend: BodyHost, parts: ChatParts) -> dict[str, Any]: ...
-
-
-def openai(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
-    """The OpenAI chat-completions body (``stream_options`` per `send_include_usage`)."""
-    history, members, tools, tool_choice, stream = parts
-    return openai_chat_body(
-        history,
-        members,
-        tools,
-        tool_choice,
-        stream=stream,
-        include_usage=backend.send_include_usage,
-    )
 
 
 def gemini(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:

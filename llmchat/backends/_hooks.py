@@ -17,11 +17,19 @@ from ..messages import Message
 from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
-from . import _bodies
-from ._bodies import ChatBodyBuilder, ChatParts
-from ._request import USER_AGENT
+from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
+from ._request import USER_AGENT, openai_chat_body
 
 __all__ = ["Hooks"]
+
+
+def _openai_body(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The OpenAI chat-completions body, the default `body_builder` (`llmchat.backends._bodies`)."""
+    history, members, tools, tool_choice, stream = parts
+    include_usage = backend.send_include_usage
+    return openai_chat_body(
+        history, members, tools, tool_choice, stream=stream, include_usage=include_usage
+    )
 
 
 class Hooks(probe.SideRequests):
@@ -36,7 +44,7 @@ class Hooks(probe.SideRequests):
     text_dialect: ClassVar[type[Dialect] | None]
     chat_path: ClassVar[str]
     send_include_usage: ClassVar[bool]
-    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.openai)
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_openai_body)
     """Builds the chat body (`_build_chat_body`'s default); a dialect backend names its own."""
 
     # -- the request ------------------------------------------------------------
