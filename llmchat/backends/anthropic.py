@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias
 
 from ..dialects.anthropic import AnthropicMessages
 from ..dialects.anthropic_request import DEFAULT_MAX_TOKENS, messages_body
-from ..dialects.base import Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..settings import Settings
 from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
@@ -42,14 +42,7 @@ _DROPPED: Final = (
     "logit_bias",
     "logprobs",
     "top_logprobs",
-    "id_slot",
-    "cache_prompt",
-    "xtc_probability",
-    "xtc_threshold",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_sequence_breakers",
+    *LLAMA_CPP_SETTINGS,
 )
 """`Settings` fields the Messages API has no member for: not sent (it refuses
 unknown members; llama-server's ``/v1/messages`` ignores them). `extra_body`

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from ..dialects.base import Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..dialects.ollama import OllamaChat, OllamaGenerate
 from ..dialects.ollama_request import generate_body, prompt_parts
 from ..errors import InvalidArgumentError, InvalidTypeError
@@ -40,15 +40,8 @@ SHOW_PATH: Final = "/api/show"
 # Settings Ollama has no place for: not sent (Ollama ignores unknown options anyway).
 _UNSUPPORTED: Final = (
     "logit_bias",
-    "id_slot",
-    "cache_prompt",
     "parallel_tool_calls",
-    "xtc_probability",
-    "xtc_threshold",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_sequence_breakers",
+    *LLAMA_CPP_SETTINGS,
 )
 _TIMING: Final = (
     ("total_duration", "server_total_seconds"),

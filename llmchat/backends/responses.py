@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from ..dialects.base import Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..dialects.responses import ResponsesDialect
 from ..probe import _is_positive_int
 from ..response import Response
@@ -39,14 +39,7 @@ _NOT_IN_THE_API: Final = (
     "stop",
     "logit_bias",
     "reasoning_budget_tokens",
-    "id_slot",
-    "cache_prompt",
-    "xtc_probability",
-    "xtc_threshold",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_sequence_breakers",
+    *LLAMA_CPP_SETTINGS,
 )
 
 
