@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from .redact import Redactor
 from .transport import Exchange, Timeouts, Transport, classify_exception, decode_body, parse_json
@@ -28,6 +28,23 @@ class SideRequests:
 
     A mixin: it uses the backend's `api_url`, `timeouts`, `max_response_bytes`,
     `probe_source`, transport, headers and redactor.
+
+    Shared internals for a subclass's own HTTP calls beside the completions
+    (a server probe, a cost lookup such as OpenRouter's ``GET /generation``).
+    They are not override points: a subclass calls them, and never `requests`
+    directly, so its calls get the backend's transport, headers, timeouts,
+    size bound and key scrubbing.
+
+    - `_server_root()`: the `api_url` without its ``/v1``;
+      `_url(route, at_root=)`: a route under `api_url` or the server root.
+    - `_probe_json(path)` / `_probe_json_array(path)`: one bounded GET at the
+      server root answering a JSON object / array: `(payload, None)` or
+      `(None, note)`; never raises.
+    - `_request_json(method, url, data, label=, limit=)`: any bounded side
+      request answering a JSON object; `_side_request` adds the HTTP status.
+    - `_decode_json_body(data)`: bytes read as the completion paths read a
+      body (strict UTF-8, a leading BOM dropped, llmchat's one JSON reader
+      and its depth rule); None when that gives no JSON.
     """
 
     api_url: str
@@ -85,6 +102,31 @@ class SideRequests:
         A shared internal for a subclass's own probe.
         """
         return self._request_json("GET", self._url(path, at_root=True), label=f"GET {path}")
+
+    def _probe_json_array(self, path: str) -> tuple[list[Any] | None, str | None]:
+        """One bounded GET of a JSON array at the server root: `(items, None)` or `(None, note)`.
+
+        The same bounds and guarantees as `_probe_json` (never raises). A
+        shared internal for a subclass's own probe.
+        """
+        url = self._url(path, at_root=True)
+        _, payload, note = side_request(self, "GET", url, label=f"GET {path}", shape="array")
+        return payload, note
+
+    @staticmethod
+    def _decode_json_body(data: bytes) -> Any:
+        """`data` read as the completion paths read a body; None when it is not JSON.
+
+        Strict UTF-8 with a leading BOM dropped (a body that is not UTF-8 is
+        not guessed at), then llmchat's one JSON reader (`fastjson.loads`, its
+        depth rule included). A shared internal for a subclass that reads a
+        body of its own.
+        """
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            return None
+        return parse_json(text)
 
     def _request_json(
         self,
@@ -148,11 +190,14 @@ def side_request(
     *,
     label: str,
     limit: float | None = None,
+    shape: Literal["object", "array"] = "object",
 ) -> tuple[int | None, Any, str | None]:
     """One bounded side request answering JSON: `(status, payload, note)`; never raises.
 
     `status` is None when no HTTP answer came (refused, timed out, cut off),
-    which tells an unreachable server from one without the route.
+    which tells an unreachable server from one without the route. `shape`
+    is what the payload must be (a JSON object, or an array); anything else
+    is a note.
     """
     timeouts = host.timeouts
     limit = timeouts.probe if limit is None else limit
@@ -186,8 +231,9 @@ def side_request(
     if status != 200:
         return status, None, f"{label} answered HTTP {status}"
     payload = parse_json(decode_body(body))
-    if not isinstance(payload, Mapping):
-        return status, None, f"{label} did not answer a JSON object"
+    expected = list if shape == "array" else Mapping
+    if not isinstance(payload, expected):
+        return status, None, f"{label} did not answer a JSON {shape}"
     return status, payload, None
 
 

@@ -1,4 +1,8 @@
-"""Backends: OpenAICommon, its provider subclasses and the other wire dialects."""
+"""Backends: OpenAICommon, its provider subclasses and the other wire dialects.
+
+`CommonOptions` types the keyword arguments a subclass passes on to
+`OpenAICommon` (``**common: Unpack[CommonOptions]``).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,12 @@ from .mock import MockBackend, RecordedCall
 from .ollama import Ollama
 from .openai_common import OpenAICommon
 from .openrouter import OpenRouter, OpenRouterResponse
+from .options import CommonOptions
 from .responses import OpenAIResponses
 
 __all__ = [
     "Anthropic",
+    "CommonOptions",
     "Gemini",
     "KoboldCpp",
     "MockBackend",

@@ -24,6 +24,7 @@ from ..redact import Redactor
 from ..response import Response
 from ..settings import Settings
 from ..urls import join_url
+from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
 from ._request import (
     USER_AGENT,
     WireRequest,
@@ -34,6 +35,15 @@ from ._request import (
 from .call import Call
 
 __all__ = ["Hooks"]
+
+
+def _openai_body(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The OpenAI chat-completions body, the default `body_builder` (`llmchat.backends._bodies`)."""
+    history, members, tools, tool_choice, stream = parts
+    include_usage = backend.send_include_usage
+    return openai_chat_body(
+        history, members, tools, tool_choice, stream=stream, include_usage=include_usage
+    )
 
 
 class Hooks(probe.SideRequests):
@@ -53,6 +63,8 @@ class Hooks(probe.SideRequests):
     chat_path: ClassVar[str]
     text_path: ClassVar[str]
     send_include_usage: ClassVar[bool]
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_openai_body)
+    """Builds the chat body (`_build_chat_body`'s default); a dialect backend names its own."""
 
     def normalized_messages(self, messages: Iterable[MessageLike]) -> list[Message]:
         raise NotImplementedError  # `OpenAICommon`'s
@@ -105,19 +117,12 @@ class Hooks(probe.SideRequests):
         Gets the normalized conversation (OpenAI-shaped `Message`s), the
         members `_get_api_settings` returned (a fresh dict, the builder's to
         use), the checked tools (OpenAI-shaped) and `tool_choice`. Default:
-        the OpenAI chat-completions body. Each dialect backend overrides it
-        with its own builder from `llmchat.dialects`; it must raise
-        `ValueError`/`TypeError` naming the field for input it cannot send.
-        llmchat calls this; user code does not.
+        the class attribute `body_builder` (`llmchat.backends._bodies`; the
+        OpenAI chat-completions body unless a dialect backend names its own);
+        it must raise `ValueError`/`TypeError` naming the field for input it
+        cannot send. llmchat calls this; user code does not.
         """
-        return openai_chat_body(
-            history,
-            members,
-            tools,
-            tool_choice,
-            stream=stream,
-            include_usage=self.send_include_usage,
-        )
+        return self.body_builder(self, ChatParts(history, members, tools, tool_choice, stream))
 
     def _finalize_request_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """Return the body to send, given the assembled one; default: unchanged.

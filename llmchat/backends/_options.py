@@ -6,7 +6,7 @@ Caller mistakes raise here, naming the argument, before any I/O.
 from __future__ import annotations
 
 import os
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Protocol
 
 import requests
 
@@ -16,7 +16,14 @@ from ..redact import check_secret
 from ..settings import Settings
 from ..transport import Transport
 
-__all__ = ["KEEP", "base_init_kwargs", "check_arguments", "check_count"]
+__all__ = [
+    "KEEP",
+    "base_init_kwargs",
+    "check_arguments",
+    "check_count",
+    "key_from_env",
+    "server_and_key",
+]
 
 
 class _Keep:
@@ -83,6 +90,31 @@ def check_arguments(
         tool_result_acknowledgement=tool_result_acknowledgement,
         system_message_mode=system_message_mode,
     )
+
+
+def server_and_key(
+    api_url: str | None, api_key: str | None, backend: type[ServerDefaults]
+) -> tuple[str, str | None]:
+    """`api_url` and `api_key`, else the backend class's `default_api_url` and env key.
+
+    No URL given and no default raises `TypeError` (as a missing argument
+    would); the environment (`api_key_env`) is read only when `api_key` is None.
+    """
+    if api_url is None:
+        api_url = backend.default_api_url
+        if api_url is None:
+            name = backend.__name__
+            raise InvalidTypeError(f"{name}() needs api_url: it has no default server")
+    if api_key is None:
+        api_key = key_from_env(*backend.api_key_env)
+    return api_url, api_key
+
+
+class ServerDefaults(Protocol):
+    """The class attributes `server_and_key` reads (`OpenAICommon` has both)."""
+
+    default_api_url: ClassVar[str | None]
+    api_key_env: ClassVar[tuple[str, ...]]
 
 
 def key_from_env(*names: str) -> str | None:

@@ -12,16 +12,19 @@ llama-server, which serves ``/v1/messages`` too (point `api_url` at its
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias
 
 from ..dialects.anthropic import AnthropicMessages
 from ..dialects.anthropic_request import DEFAULT_MAX_TOKENS, messages_body
-from ..dialects.base import Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import Message
 from ..settings import Settings
-from ._options import key_from_env
+from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
 from .openai_common import OpenAICommon
+from .options import CommonOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_API_URL", "DEFAULT_VERSION", "Anthropic", "AuthStyle"]
 
@@ -39,18 +42,20 @@ _DROPPED: Final = (
     "logit_bias",
     "logprobs",
     "top_logprobs",
-    "id_slot",
-    "cache_prompt",
-    "xtc_probability",
-    "xtc_threshold",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_sequence_breakers",
+    *LLAMA_CPP_SETTINGS,
 )
 """`Settings` fields the Messages API has no member for: not sent (it refuses
 unknown members; llama-server's ``/v1/messages`` ignores them). `extra_body`
 still sends anything."""
+
+
+def _messages_body(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The ``/messages`` body (`messages_body`), with the class's `default_max_tokens`."""
+    limit = backend.default_max_tokens if isinstance(backend, Anthropic) else DEFAULT_MAX_TOKENS
+    history, members, tools, tool_choice, stream = parts
+    return messages_body(
+        history, members, tools, tool_choice, stream=stream, default_max_tokens=limit
+    )
 
 
 class Anthropic(OpenAICommon):
@@ -76,17 +81,20 @@ class Anthropic(OpenAICommon):
     setting_field_names: ClassVar[Mapping[str, str | None]] = dict.fromkeys(_DROPPED)
     default_max_tokens: ClassVar[int] = DEFAULT_MAX_TOKENS
     """``max_tokens`` when the settings have none (the API requires it)."""
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_messages_body)
+    default_api_url: ClassVar[str | None] = DEFAULT_API_URL
+    api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
 
     def __init__(
         self,
-        api_url: str = DEFAULT_API_URL,
+        api_url: str | None = None,
         api_key: str | None = None,
         model: str | None = None,
         settings: Settings | None = None,
         *,
         anthropic_version: str = DEFAULT_VERSION,
         auth: AuthStyle = "x-api-key",
-        **common: Any,
+        **common: Unpack[CommonOptions],
     ) -> None:
         if not isinstance(anthropic_version, str) or not anthropic_version:
             raise InvalidTypeError("anthropic_version must be a non-empty str, e.g. '2023-06-01'")
@@ -98,8 +106,6 @@ class Anthropic(OpenAICommon):
         """The ``anthropic-version`` header sent with every request."""
         self.auth: AuthStyle = auth
         """How the key is sent: ``x-api-key`` (Anthropic's) or ``bearer``."""
-        if api_key is None:
-            api_key = key_from_env("ANTHROPIC_API_KEY")
         super().__init__(api_url, api_key, model, settings, **common)
 
     def _get_api_headers(self) -> dict[str, str]:
@@ -113,22 +119,3 @@ class Anthropic(OpenAICommon):
             headers["x-api-key"] = self._api_key or ""
         headers["anthropic-version"] = self.anthropic_version
         return headers
-
-    def _build_chat_body(
-        self,
-        history: list[Message],
-        members: dict[str, Any],
-        tools: list[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        *,
-        stream: bool,
-    ) -> dict[str, Any]:
-        """The ``/messages`` body (`messages_body`). llmchat calls this; user code does not."""
-        return messages_body(
-            history,
-            members,
-            tools,
-            tool_choice,
-            stream=stream,
-            default_max_tokens=self.default_max_tokens,
-        )

@@ -16,12 +16,10 @@ from typing import Any, ClassVar, Final
 
 from ..dialects.base import Dialect
 from ..dialects.gemini import GeminiContent as GeminiDialect
-from ..dialects.gemini_request import build_request
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import Message
 from ..probe import _is_positive_int
-from ..settings import Settings
-from ._options import key_from_env
+from . import _bodies
+from ._bodies import ChatBodyBuilder
 from ._request import USER_AGENT
 from .openai_common import OpenAICommon
 
@@ -56,8 +54,8 @@ class Gemini(OpenAICommon):
         print(r.msg if r.is_success else r.err)
 
     `api_key` defaults to env ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``; it is
-    sent as ``x-goog-api-key``. Every other OpenAICommon keyword is accepted
-    (`common`). `response.to_message()` carries the thought signatures, which
+    sent as ``x-goog-api-key``. Every other OpenAICommon argument is accepted.
+    `response.to_message()` carries the thought signatures, which
     go back on the next request on the parts they came on.
     """
 
@@ -65,18 +63,9 @@ class Gemini(OpenAICommon):
     text_dialect: ClassVar[type[Dialect] | None] = None
     send_include_usage: ClassVar[bool] = False
     probe_source: ClassVar[str] = "gemini"
-
-    def __init__(
-        self,
-        api_url: str = DEFAULT_API_URL,
-        api_key: str | None = None,
-        model: str | None = None,
-        settings: Settings | None = None,
-        **common: Any,
-    ) -> None:
-        if api_key is None:
-            api_key = key_from_env("GEMINI_API_KEY", "GOOGLE_API_KEY")
-        super().__init__(api_url, api_key, model, settings, **common)
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.gemini)
+    default_api_url: ClassVar[str | None] = DEFAULT_API_URL
+    api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
     def _get_api_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
@@ -93,18 +82,6 @@ class Gemini(OpenAICommon):
         resource = model_resource(members.get("model", self.model))
         verb = ":streamGenerateContent?alt=sse" if stream else ":generateContent"
         return f"/{resource}{verb}"
-
-    def _build_chat_body(
-        self,
-        history: list[Message],
-        members: dict[str, Any],
-        tools: list[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        *,
-        stream: bool,
-    ) -> dict[str, Any]:
-        """The ``generateContent`` body (`build_request`); llmchat calls it, user code does not."""
-        return build_request(history, members, tools, tool_choice)
 
     def probe_server_limits(self) -> dict[str, Any]:
         """Ask ``GET /models/{model}`` for the model's token limits; never raises.

@@ -11,11 +11,15 @@ size comes from `/api/extra/true_max_context_length`, and a cancel also posts
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..response import Response
 from ..settings import Settings
 from .openai_common import OpenAICommon, _is_positive_int
+from .options import OptionsBesideHeadersTimeout
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["KoboldCpp"]
 
@@ -42,16 +46,17 @@ class KoboldCpp(OpenAICommon):
     tokenize_route: ClassVar[tuple[str, str]] = ("/api/extra/tokencount", "prompt")
     abort_path: ClassVar[str | None] = "/api/extra/abort"  # KoboldCpp keeps generating
     limits_path: ClassVar[str] = "/api/extra/true_max_context_length"
+    default_api_url: ClassVar[str | None] = "http://localhost:5001/v1"
 
     def __init__(
         self,
-        api_url: str = "http://localhost:5001/v1",
+        api_url: str | None = None,
         api_key: str | None = None,
         model: str | None = None,
         settings: Settings | None = None,
         *,
         headers_timeout: float | None = None,
-        **common: Any,
+        **common: Unpack[OptionsBesideHeadersTimeout],
     ) -> None:
         super().__init__(
             api_url, api_key, model, settings, headers_timeout=headers_timeout, **common

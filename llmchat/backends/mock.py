@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike, coerce_messages
@@ -46,6 +46,10 @@ from ._mock_replies import (
     stream_events,
 )
 from .openai_common import OpenAICommon, WireRequest
+from .options import PositionalOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CALL_HEADER", "MockBackend", "RecordedCall"]
 
@@ -140,7 +144,7 @@ class MockBackend(OpenAICommon):
         initial_delay: float = 0.0,
         *,
         model: str | None = "mock",
-        **common: Any,
+        **common: Unpack[PositionalOptions],
     ) -> None:
         if isinstance(replies, (str, bytes, Mapping)):
             raise InvalidTypeError(
@@ -149,10 +153,12 @@ class MockBackend(OpenAICommon):
         for name, value in (("chunk_delay", chunk_delay), ("initial_delay", initial_delay)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise InvalidArgumentError(f"{name} must be a number >= 0, got {value!r}")
-        for name in ("transport", "session"):
-            if common.get(name) is not None:
+        for name, given in (
+            ("transport", common.pop("transport", None)),
+            ("session", common.pop("session", None)),
+        ):
+            if given is not None:
                 raise InvalidArgumentError(f"MockBackend brings its own transport: drop {name}=")
-            common.pop(name, None)
         parsed = [parse_reply(index, reply) for index, reply in enumerate(replies)]
         self.chunk_delay = float(chunk_delay)
         self.initial_delay = float(initial_delay)
@@ -163,7 +169,8 @@ class MockBackend(OpenAICommon):
         self._pending: dict[str, tuple[int, Reply | None]] = {}
         self.recorded_calls: list[RecordedCall] = []
         """One `RecordedCall` per call, in call order."""
-        super().__init__(MOCK_API_URL, model=model, transport=MockTransport(self._handle), **common)
+        common["transport"] = MockTransport(self._handle)
+        super().__init__(MOCK_API_URL, model=model, **common)
 
     @property
     def remaining_replies(self) -> int:
@@ -186,58 +193,23 @@ class MockBackend(OpenAICommon):
         """A mock has no server: reports a note and never touches the network."""
         return {"source": self.probe_source, "note": "MockBackend has no server"}
 
-    # -- the verbs: the real ones, with the call noted for `recorded_calls` -----
+    # -- the verbs are the real ones; preparing a request notes the call ----------
 
-    def chat_completion(
+    def prepare_chat_request(
         self,
         messages: Iterable[MessageLike],
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | Mapping[str, Any] | None = None,
         settings: Settings | None = None,
-    ) -> Response:
-        with self._calling("chat_completion", messages, tools, tool_choice, settings) as listed:
-            return super().chat_completion(
-                messages if listed is None else listed, tools, tool_choice, settings
-            )
-
-    def chat_completion_stream(
-        self,
-        messages: Iterable[MessageLike],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        settings: Settings | None = None,
-    ) -> Response:
-        with self._calling(
-            "chat_completion_stream", messages, tools, tool_choice, settings
-        ) as listed:
-            return super().chat_completion_stream(
-                messages if listed is None else listed, tools, tool_choice, settings
-            )
-
-    def text_completion(
-        self,
-        messages: Iterable[MessageLike],
-        continuation: bool = False,
-        settings: Settings | None = None,
-    ) -> Response:
-        with self._calling(
-            "text_completion", messages, settings=settings, continuation=continuation
-        ) as listed:
-            return super().text_completion(
-                messages if listed is None else listed, continuation, settings
-            )
-
-    def text_completion_stream(
-        self,
-        messages: Iterable[MessageLike],
-        continuation: bool = False,
-        settings: Settings | None = None,
-    ) -> Response:
-        with self._calling(
-            "text_completion_stream", messages, settings=settings, continuation=continuation
-        ) as listed:
-            return super().text_completion_stream(
-                messages if listed is None else listed, continuation, settings
+        *,
+        stream: bool = False,
+    ) -> WireRequest:
+        """The real chat request; the call is noted for `recorded_calls` when it is sent."""
+        method = "chat_completion_stream" if stream else "chat_completion"
+        listed = self._note_call(method, messages, tools, tool_choice, settings)
+        with self._forgetting_on_error():
+            return super().prepare_chat_request(
+                messages if listed is None else listed, tools, tool_choice, settings, stream=stream
             )
 
     def prepare_text_request(
@@ -249,20 +221,23 @@ class MockBackend(OpenAICommon):
         stream: bool = False,
     ) -> WireRequest:
         """The real text request with a `template`; without one, a body with no ``prompt``."""
-        if self.template is not None:
-            return super().prepare_text_request(messages, continuation, settings, stream=stream)
-        if messages is None:
-            raise InvalidTypeError("messages must be a list of messages, got None")
-        coerce_messages(messages)
-        body = self._get_api_settings(settings)
-        if stream:
-            body["stream"] = True
-            if self.send_include_usage:
-                body["stream_options"] = {"include_usage": True}
-        return self._wire_request(self.text_path, body, stream=stream)
+        method = "text_completion_stream" if stream else "text_completion"
+        listed = self._note_call(method, messages, settings=settings, continuation=continuation)
+        if listed is not None:
+            messages = listed
+        with self._forgetting_on_error():
+            if self.template is not None:
+                return super().prepare_text_request(messages, continuation, settings, stream=stream)
+            if messages is None:
+                raise InvalidTypeError("messages must be a list of messages, got None")
+            body = self._get_api_settings(settings)
+            if stream:
+                body["stream"] = True
+                if self.send_include_usage:
+                    body["stream_options"] = {"include_usage": True}
+            return self._wire_request(self.text_path, body, stream=stream)
 
-    @contextlib.contextmanager
-    def _calling(
+    def _note_call(
         self,
         method: str,
         messages: Any,
@@ -270,15 +245,24 @@ class MockBackend(OpenAICommon):
         tool_choice: str | Mapping[str, Any] | None = None,
         settings: Settings | None = None,
         continuation: bool = False,
-    ) -> Iterator[list[Message] | None]:
-        """Note the call on this thread while the real verb prepares and starts it."""
+    ) -> list[Message] | None:
+        """Note the call on this thread until its Response is made (`_bind`).
+
+        The messages are listed once, so an iterator is read once; a request
+        prepared and never sent is replaced by the next one on this thread.
+        """
         listed = coerce_messages(messages) if messages is not None else None
-        outer = getattr(self._local, "call", None)
         self._local.call = _Call(method, listed, tools, tool_choice, settings, continuation)
+        return listed
+
+    @contextlib.contextmanager
+    def _forgetting_on_error(self) -> Iterator[None]:
+        """Forget the noted call when preparing its request raises (bad input)."""
         try:
-            yield listed
-        finally:
-            self._local.call = outer
+            yield
+        except BaseException:
+            self._local.call = None
+            raise
 
     def _get_api_headers(self) -> dict[str, str]:
         headers = super()._get_api_headers()
@@ -318,6 +302,7 @@ class MockBackend(OpenAICommon):
             reply = self._replies.popleft() if self._replies else None
             self._pending[call.token] = (len(self.recorded_calls), reply)
         call.token = None
+        self._local.call = None
 
     # -- the mock server ------------------------------------------------------
 

@@ -13,18 +13,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from ..dialects.base import Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..dialects.ollama import OllamaChat, OllamaGenerate
-from ..dialects.ollama_request import chat_body, generate_body, prompt_parts
+from ..dialects.ollama_request import generate_body, prompt_parts
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..messages import Message, MessageLike
+from ..messages import MessageLike
 from ..probe import _is_positive_int
 from ..response import Response
 from ..settings import Settings
-from ._options import key_from_env
+from . import _bodies
+from ._bodies import ChatBodyBuilder
 from .openai_common import OpenAICommon, WireRequest
+from .options import CommonOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_API_URL", "Ollama"]
 
@@ -35,15 +40,8 @@ SHOW_PATH: Final = "/api/show"
 # Settings Ollama has no place for: not sent (Ollama ignores unknown options anyway).
 _UNSUPPORTED: Final = (
     "logit_bias",
-    "id_slot",
-    "cache_prompt",
     "parallel_tool_calls",
-    "xtc_probability",
-    "xtc_threshold",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_sequence_breakers",
+    *LLAMA_CPP_SETTINGS,
 )
 _TIMING: Final = (
     ("total_duration", "server_total_seconds"),
@@ -78,34 +76,23 @@ class Ollama(OpenAICommon):
     chat_path: ClassVar[str] = "/api/chat"
     text_path: ClassVar[str] = "/api/generate"
     probe_source: ClassVar[str] = "ollama"
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.ollama)
+    default_api_url: ClassVar[str | None] = DEFAULT_API_URL
+    api_key_env: ClassVar[tuple[str, ...]] = (API_KEY_ENV,)
 
     def __init__(
         self,
-        api_url: str = DEFAULT_API_URL,
+        api_url: str | None = None,
         model: str | None = None,
         settings: Settings | None = None,
         *,
         api_key: str | None = None,
-        **common: Any,
+        **common: Unpack[CommonOptions],
     ) -> None:
-        if api_key is None:
-            api_key = key_from_env(API_KEY_ENV)
+        # Only the positional order differs from the base (`api_key` is keyword-only).
         super().__init__(api_url, api_key, model, settings, **common)
 
     # -- requests -----------------------------------------------------------
-
-    def _build_chat_body(
-        self,
-        history: list[Message],
-        members: dict[str, Any],
-        tools: list[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        *,
-        stream: bool,
-    ) -> dict[str, Any]:
-        """The ``/api/chat`` body (`chat_body`). llmchat calls this; user code does not."""
-        model = members.pop("model", None)
-        return chat_body(history, members, tools, tool_choice, model, stream)
 
     def prepare_text_request(
         self,

@@ -32,7 +32,7 @@ from ..settings import Settings
 from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts, Transport
 from . import _clone, _runners
 from ._hooks import Hooks
-from ._options import KEEP, base_init_kwargs, check_arguments
+from ._options import KEEP, base_init_kwargs, check_arguments, server_and_key
 from ._request import USER_AGENT, WireRequest, openai_messages
 
 log = logging.getLogger("llmchat")
@@ -88,10 +88,20 @@ class OpenAICommon(Hooks):
        call it by default; override those only to tell the modes apart.
 
     Static provider differences are class attributes: `dialect` and
-    `text_dialect` (the wire decoders, `llmchat.dialects`), `response_class`,
+    `text_dialect` (the wire decoders, `llmchat.dialects`), `body_builder`
+    (the chat body, `llmchat.backends._bodies`), `response_class`,
     `send_include_usage`, `setting_field_names` (see `Settings.to_body`),
-    `chat_path`, `text_path`, `probe_source`, `tokenize_route`, `abort_path`.
-    `_dialect(kind)` builds the decoder of one completion from them.
+    `chat_path`, `text_path`, `probe_source`, `tokenize_route`, `abort_path`,
+    `default_api_url` and `api_key_env` (read by the one constructor: a
+    backend whose only difference is its server and key needs no `__init__`).
+    `_dialect(kind)` builds the decoder of one completion from them. A
+    subclass that does add constructor arguments takes the rest as
+    ``**common: Unpack[CommonOptions]`` (`llmchat.backends.options`).
+
+    A subclass's own HTTP calls (a probe, OpenRouter's ``GET /generation``)
+    use the shared internals listed on `llmchat.probe.SideRequests`
+    (`_server_root`, `_probe_json`, `_probe_json_array`, `_request_json`,
+    `_decode_json_body`), never `requests`.
 
     `think_tags=True` (or an ``(open, close)`` pair, or a `ThinkTags`) moves
     text a model writes between ``<think>`` and ``</think>`` from `msg` to
@@ -123,6 +133,11 @@ class OpenAICommon(Hooks):
     abort_path: ClassVar[str | None] = None
     """A route at the server root POSTed (best effort, in the background) after a
     cancel, for servers that keep generating after a hang-up; None: no abort."""
+    default_api_url: ClassVar[str | None] = None
+    """The `api_url` when none is given; None: the caller must name the server."""
+    api_key_env: ClassVar[tuple[str, ...]] = ()
+    """Environment variables read, first set wins, for the key when `api_key` is None
+    (an empty value counts as unset; a malformed one raises, naming the variable)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap a subclass's own `__init__` so that `clone()` can rebuild it."""
@@ -133,7 +148,7 @@ class OpenAICommon(Hooks):
 
     def __init__(
         self,
-        api_url: str,
+        api_url: str | None = None,
         api_key: str | None = None,
         model: str | None = None,
         settings: Settings | None = None,
@@ -157,6 +172,7 @@ class OpenAICommon(Hooks):
         pool_size: int = DEFAULT_POOL_SIZE,
         transport: Transport | None = None,
     ) -> None:
+        api_url, api_key = server_and_key(api_url, api_key, type(self))
         check_arguments(
             api_url=api_url,
             api_key=api_key,

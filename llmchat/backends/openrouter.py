@@ -14,14 +14,17 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import quote
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..response import Response
 from ..settings import Settings
-from ._options import key_from_env
 from .openai_common import OpenAICommon
+from .options import CommonOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("llmchat")
 
@@ -66,6 +69,8 @@ class OpenRouter(OpenAICommon):
     response_class: ClassVar[type[Response]] = OpenRouterResponse
     send_include_usage: ClassVar[bool] = False  # stream_options has hung the header phase
     probe_source: ClassVar[str] = "openrouter"
+    default_api_url: ClassVar[str | None] = DEFAULT_API_URL
+    api_key_env: ClassVar[tuple[str, ...]] = ("OPENROUTER_API_KEY",)
 
     def __init__(
         self,
@@ -80,8 +85,8 @@ class OpenRouter(OpenAICommon):
         transforms: Sequence[str] | None = None,
         cache_breakpoints: bool = True,
         generation_lookup: bool = True,
-        api_url: str = DEFAULT_API_URL,
-        **common: Any,
+        api_url: str | None = None,
+        **common: Unpack[CommonOptions],
     ) -> None:
         self.http_referer = _header_value("http_referer", http_referer)
         self.x_title = _header_value("x_title", x_title)
@@ -90,8 +95,6 @@ class OpenRouter(OpenAICommon):
         self.transforms = _str_list("transforms", transforms)
         self.cache_breakpoints = _flag("cache_breakpoints", cache_breakpoints)
         self.generation_lookup = _flag("generation_lookup", generation_lookup)
-        if api_key is None:
-            api_key = key_from_env("OPENROUTER_API_KEY")
         super().__init__(api_url, api_key, model, settings, **common)
 
     def _get_api_headers(self) -> dict[str, str]:

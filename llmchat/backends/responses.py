@@ -15,14 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from ..dialects.base import Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..dialects.responses import ResponsesDialect
-from ..dialects.responses_request import responses_body
-from ..messages import Message
 from ..probe import _is_positive_int
 from ..response import Response
-from ..settings import Settings
-from ._options import key_from_env
+from . import _bodies
+from ._bodies import ChatBodyBuilder
 from .openai_common import OpenAICommon
 
 __all__ = ["DEFAULT_API_URL", "OpenAIResponses"]
@@ -41,14 +39,7 @@ _NOT_IN_THE_API: Final = (
     "stop",
     "logit_bias",
     "reasoning_budget_tokens",
-    "id_slot",
-    "cache_prompt",
-    "xtc_probability",
-    "xtc_threshold",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_sequence_breakers",
+    *LLAMA_CPP_SETTINGS,
 )
 
 
@@ -73,31 +64,9 @@ class OpenAIResponses(OpenAICommon):
     chat_path: ClassVar[str] = "/responses"
     send_include_usage: ClassVar[bool] = False  # usage comes on response.completed
     setting_field_names: ClassVar[Mapping[str, str | None]] = dict.fromkeys(_NOT_IN_THE_API)
-
-    def __init__(
-        self,
-        api_url: str = DEFAULT_API_URL,
-        api_key: str | None = None,
-        model: str | None = None,
-        settings: Settings | None = None,
-        **common: Any,
-    ) -> None:
-        if api_key is None:
-            api_key = key_from_env("OPENAI_API_KEY")
-        super().__init__(api_url, api_key, model, settings, **common)
-
-    def _build_chat_body(
-        self,
-        history: list[Message],
-        members: dict[str, Any],
-        tools: list[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        *,
-        stream: bool,
-    ) -> dict[str, Any]:
-        """The ``/responses`` body (`responses_body`). llmchat calls this; user code does not."""
-        model = members.pop("model", None)
-        return responses_body(history, members, tools, tool_choice, model=model, stream=stream)
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.responses)
+    default_api_url: ClassVar[str | None] = DEFAULT_API_URL
+    api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 
     def _reconcile_finish_reason(
         self, response: Response, reason: str, request: Mapping[str, Any]

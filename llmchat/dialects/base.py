@@ -103,6 +103,20 @@ class Dialect:
         raise NotImplementedError
 
 
+LLAMA_CPP_SETTINGS: Final = (
+    "xtc_probability",
+    "xtc_threshold",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_sequence_breakers",
+    "id_slot",
+    "cache_prompt",
+)
+"""`Settings` fields only llama.cpp-style servers read (XTC, DRY, slot, prompt cache):
+the other dialects have no member for them and leave them out of the body."""
+
+
 def inband_error(error: Any) -> str | None:
     """The message of a provider's in-band `error` value; None when there is none."""
     if not error:  # None, False, "" and {} all mean "no error"

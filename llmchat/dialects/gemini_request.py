@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
+from .base import LLAMA_CPP_SETTINGS
 from .gemini_contents import contents_of
 
 __all__ = ["NOT_SENT", "build_request", "function_declarations", "tool_config"]
@@ -55,14 +56,7 @@ NOT_SENT: Final = frozenset(
         "typical_p",
         "repetition_penalty",
         "logit_bias",
-        "xtc_probability",
-        "xtc_threshold",
-        "dry_multiplier",
-        "dry_base",
-        "dry_allowed_length",
-        "dry_sequence_breakers",
-        "id_slot",
-        "cache_prompt",
+        *LLAMA_CPP_SETTINGS,
         "parallel_tool_calls",
         "max_context",
     }

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Final
 from ..messages import content_text
 from ..tools import ToolCall
 from .base import Delta, Dialect, inband_error, is_count, usage_block
+from .openai_shapes import OpenAIChoice, OpenAIChunk, OpenAIDelta, OpenAIUsage
 
 __all__ = [
     "DONE",
@@ -48,7 +49,10 @@ def no_finish(reason: Any) -> bool:
 
 
 # Frames come from json.loads, so exact `dict`/`list`/`str` checks are enough
-# here, and much cheaper per frame than isinstance against Mapping.
+# here, and much cheaper per frame than isinstance against Mapping. The reading
+# code is typed with the wire shapes (`openai_shapes`) for checked key names;
+# each entry point rebinds its payload to one (`chunk: OpenAIChunk = raw`): a
+# local store, not a call, so the hot path stays as cheap as it was.
 
 
 def decode_chat(payload: Mapping[str, Any]) -> str | Delta:
@@ -57,11 +61,13 @@ def decode_chat(payload: Mapping[str, Any]) -> str | Delta:
     Returns the content string for a frame that is one content delta and
     nothing else (``""`` for an empty one), else a `Delta`. Never raises.
     """
-    plain = _plain_content(payload)
+    raw: Any = payload
+    chunk: OpenAIChunk = raw
+    plain = _plain_content(chunk)
     if plain is not None:
         return plain
-    out = _common(payload)
-    choice = _choice_of(payload)
+    out = _common(chunk)
+    choice = _choice_of(chunk)
     if choice is None:
         return out
     _choice_common(choice, out)
@@ -77,8 +83,10 @@ def decode_chat(payload: Mapping[str, Any]) -> str | Delta:
 
 def decode_text(payload: Mapping[str, Any]) -> Delta:
     """Decode one text-completion payload (``choices[0].text``, streamed or whole)."""
-    out = _common(payload)
-    choice = _choice_of(payload)
+    raw: Any = payload
+    chunk: OpenAIChunk = raw
+    out = _common(chunk)
+    choice = _choice_of(chunk)
     if choice is None:
         return out
     _choice_common(choice, out)
@@ -87,7 +95,7 @@ def decode_text(payload: Mapping[str, Any]) -> Delta:
     return out
 
 
-def _plain_content(payload: Mapping[str, Any]) -> str | None:
+def _plain_content(payload: OpenAIChunk) -> str | None:
     """The content of the most common frame, or None for anything else.
 
     Most frames of a stream are one content delta with nothing else to look
@@ -116,7 +124,7 @@ def _plain_content(payload: Mapping[str, Any]) -> str | None:
     return content if type(content) is str else None
 
 
-def _common(payload: Mapping[str, Any]) -> Delta:
+def _common(payload: OpenAIChunk) -> Delta:
     out = Delta(error=inband_error(payload.get("error")))
     citations = payload.get("citations")
     if isinstance(citations, list):
@@ -124,7 +132,7 @@ def _common(payload: Mapping[str, Any]) -> Delta:
     return out
 
 
-def _choice_of(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _choice_of(payload: OpenAIChunk) -> OpenAIChoice | None:
     """Choice 0: llmchat asks for one; with n > 1 the others are not mixed in."""
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices:
@@ -135,7 +143,7 @@ def _choice_of(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _choice_common(choice: Mapping[str, Any], out: Delta) -> None:
+def _choice_common(choice: OpenAIChoice, out: Delta) -> None:
     out.choice = True
     if out.error is None:
         out.error = inband_error(choice.get("error"))
@@ -144,18 +152,18 @@ def _choice_common(choice: Mapping[str, Any], out: Delta) -> None:
         out.finish_reason = str(reason)
 
 
-def _message(message: Mapping[str, Any], out: Delta) -> None:
+def _message(message: OpenAIDelta, out: Delta) -> None:
     """A ``delta`` or a ``message``: the same members, the calls whole in a message."""
     content = message.get("content")
     if type(content) is str:
         out.text = content
     elif content is not None:
         out.text, out.thinking = _content_parts(content)
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if type(value) is str and value:
-            out.thinking += value
-            break
+    value = message.get("reasoning_content")
+    if not (type(value) is str and value):
+        value = message.get("reasoning")
+    if type(value) is str and value:
+        out.thinking += value
     refusal = message.get("refusal")
     if type(refusal) is str:
         out.refusal = refusal
@@ -188,11 +196,6 @@ def _content_parts(content: Any) -> tuple[str, str]:
     return "".join(text), "".join(thinking)
 
 
-_USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
-# Some OpenAI-compatible gateways spell the counts as the Responses API does.
-_USAGE_ALIASES: Final = (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens"))
-
-
 def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The Response usage fields a body or stream event reports; absent keys left out.
 
@@ -203,36 +206,46 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     ``input_tokens_details.cached_tokens``) where the usual names are absent.
     A count of 0 is kept: 0 is a real value.
     """
+    raw: Any = payload
+    chunk: OpenAIChunk = raw
     fields: dict[str, Any] = {}
-    model = payload.get("model")
+    model = chunk.get("model")
     if type(model) is str and model:
         fields["model"] = model
-    usage = payload.get("usage")
+    usage = chunk.get("usage")
     if not isinstance(usage, Mapping):
         return fields
     fields["usage"] = usage_block(usage)
-    for key in _USAGE_KEYS:
-        if is_count(usage.get(key)):
-            fields[key] = usage[key]
-    for alias, key in _USAGE_ALIASES:
-        if key not in fields and is_count(usage.get(alias)):
-            fields[key] = usage[alias]
-    cached = _detail(usage, "prompt_tokens_details", "cached_tokens")
-    if cached is None:
-        cached = _detail(usage, "input_tokens_details", "cached_tokens")
-    if cached is not None:
-        fields["cached_tokens"] = cached
-    reasoning = _detail(usage, "completion_tokens_details", "reasoning_tokens")
-    if reasoning is not None:
-        fields["reasoning_tokens"] = reasoning
+    _counts(usage, fields)
     return fields
 
 
-def _detail(usage: Mapping[str, Any], block: str, key: str) -> int | None:
-    details = usage.get(block)
-    if isinstance(details, Mapping) and is_count(details.get(key)):
-        return int(details[key])
-    return None
+def _counts(usage: OpenAIUsage, fields: dict[str, Any]) -> None:
+    """The counts of a ``usage`` block into `fields`.
+
+    Some OpenAI-compatible gateways spell the counts as the Responses API
+    does (``input_tokens``, ``output_tokens``): read where the usual name is absent.
+    """
+    for key, value, alias in (
+        ("prompt_tokens", usage.get("prompt_tokens"), usage.get("input_tokens")),
+        ("completion_tokens", usage.get("completion_tokens"), usage.get("output_tokens")),
+        ("total_tokens", usage.get("total_tokens"), None),
+    ):
+        if is_count(value):
+            fields[key] = value
+        elif is_count(alias):
+            fields[key] = alias
+    prompt = usage.get("prompt_tokens_details")
+    cached = prompt.get("cached_tokens") if isinstance(prompt, Mapping) else None
+    if not is_count(cached):
+        given = usage.get("input_tokens_details")
+        cached = given.get("cached_tokens") if isinstance(given, Mapping) else None
+    if is_count(cached):
+        fields["cached_tokens"] = cached
+    completion = usage.get("completion_tokens_details")
+    reasoning = completion.get("reasoning_tokens") if isinstance(completion, Mapping) else None
+    if is_count(reasoning):
+        fields["reasoning_tokens"] = reasoning
 
 
 class OpenAIChat(Dialect):

@@ -1,0 +1,67 @@
+"""The chat-body builders a backend class names as its `body_builder`.
+
+A dialect backend differs from `OpenAICommon` in the chat body it posts;
+rather than each overriding `_build_chat_body`, it names its builder here as
+a class attribute, and the one `_build_chat_body` calls it. A builder gets
+the backend (for its class attributes) and a `ChatParts`, and returns a new
+body dict; it must raise `ValueError`/`TypeError` naming the field for input
+it cannot send. The default, the OpenAI body, is `_hooks`' (beside the
+builder it calls), so this module imports no backend module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
+
+from ..dialects.gemini_request import build_request
+from ..dialects.ollama_request import chat_body
+from ..dialects.responses_request import responses_body
+from ..messages import Message
+
+__all__ = ["BodyHost", "ChatBodyBuilder", "ChatParts", "gemini", "ollama", "responses"]
+
+
+class ChatParts(NamedTuple):
+    """What a chat body is built from, as `_build_chat_body` gets it."""
+
+    history: list[Message]
+    """The normalized conversation (OpenAI-shaped `Message`s)."""
+    members: dict[str, Any]
+    """The members `_get_api_settings` returned: a fresh dict, the builder's to use."""
+    tools: list[Mapping[str, Any]] | None
+    """The checked tools (OpenAI-shaped), or None."""
+    tool_choice: str | Mapping[str, Any] | None
+    stream: bool
+
+
+class BodyHost(Protocol):
+    """What a builder may read of the backend (a builder for one class narrows it)."""
+
+    @property
+    def send_include_usage(self) -> bool: ...
+
+
+class ChatBodyBuilder(Protocol):
+    """The type of `OpenAICommon.body_builder` (set it as ``staticmethod(fn)``)."""
+
+    def __call__(self, backend: BodyHost, parts: ChatParts) -> dict[str, Any]: ...
+
+
+def gemini(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The ``generateContent`` body (`build_request`; the mode is in the route)."""
+    return build_request(parts.history, parts.members, parts.tools, parts.tool_choice)
+
+
+def responses(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The ``/responses`` body (`responses_body`)."""
+    history, members, tools, tool_choice, stream = parts
+    model = members.pop("model", None)
+    return responses_body(history, members, tools, tool_choice, model=model, stream=stream)
+
+
+def ollama(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The ``/api/chat`` body (`chat_body`)."""
+    history, members, tools, tool_choice, stream = parts
+    model = members.pop("model", None)
+    return chat_body(history, members, tools, tool_choice, model, stream)
