@@ -5,11 +5,16 @@ python examples/custom_gateway.py
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _server import server_url
 
 from llmchat import OpenAICommon, Response
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+    from llmchat.backends import BackendOptions
 
 
 class GatewayResponse(Response):
@@ -22,8 +27,12 @@ class GatewayResponse(Response):
 
 class TeamGateway(OpenAICommon):
     response_class = GatewayResponse  # static differences are class attributes
+    default_api_url = "https://llm.corp.example/v1"  # used when no api_url is given
+    api_key_env = ("CORP_LLM_KEY",)  # the key's environment variables, in order
 
-    def __init__(self, api_url: str, team: str = "search", **common: Any) -> None:
+    def __init__(
+        self, api_url: str | None = None, team: str = "search", **common: Unpack[BackendOptions]
+    ) -> None:
         super().__init__(api_url, **common)
         self.team = team  # clone() keeps it: no _init_kwargs override needed
 

@@ -181,3 +181,19 @@ def test_mypy_strict_rejects_a_misspelt_keyword(tmp_path: Path) -> None:
     assert len(lines) == 2, result.stdout + result.stderr
     assert "snippet.py:5:" in lines[0] and '"conect_timeout"' in lines[0]
     assert "snippet.py:6:" in lines[1] and "keep_raw" in lines[1]
+
+
+def test_the_option_types_name_exactly_the_constructors_arguments() -> None:
+    # A TypedDict that drifts from OpenAICommon.__init__ would let mypy pass a
+    # keyword the constructor refuses (or refuse one it takes).
+    import inspect
+
+    from llmchat.backends import BackendOptions, CommonOptions
+
+    params = set(inspect.signature(OpenAICommon.__init__).parameters) - {"self", "api_url"}
+    assert set(_all_keys(BackendOptions)) == params
+    assert set(_all_keys(CommonOptions)) == params - {"api_key", "model", "settings"}
+
+
+def _all_keys(typed: Any) -> frozenset[str]:
+    return frozenset(typed.__optional_keys__) | frozenset(typed.__required_keys__)

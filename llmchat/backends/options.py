@@ -15,7 +15,7 @@ from ..pipeline.think_tags import ThinkTags
 from ..settings import Settings
 from ..transport import Transport
 
-__all__ = ["CommonOptions", "OptionsBesideHeadersTimeout", "PositionalOptions"]
+__all__ = ["BackendOptions", "CommonOptions", "OptionsBesideHeadersTimeout", "PositionalOptions"]
 
 
 class OptionsBesideHeadersTimeout(TypedDict, total=False):
@@ -51,3 +51,11 @@ class PositionalOptions(CommonOptions, total=False):
 
     api_key: str | None
     settings: Settings | None
+
+
+class BackendOptions(PositionalOptions, total=False):
+    """Every argument of `OpenAICommon` but `api_url`, as keywords: for a subclass
+    that adds arguments of its own and passes the rest on (``**common:
+    Unpack[BackendOptions]``), `model` included."""
+
+    model: str | None
