@@ -11,15 +11,20 @@ the send buffer. Nothing ever changes the socket's own mode.
 from __future__ import annotations
 
 import io
+import logging
 import math
 import select
 import socket
 import time
 from typing import Any
 
-__all__ = ["DeadlineReader", "StallWriter", "drain", "wait_for"]
+__all__ = ["DeadlineReader", "StallWriter", "drain", "next_backoff", "wait_for"]
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_BACKOFF_FIRST = 0.01
+_BACKOFF_MAX = 0.5
+
+log = logging.getLogger("llmchat.proxy")
 
 
 def wait_for(sock: socket.socket, *, write: bool, timeout: float | None) -> bool:
@@ -155,3 +160,15 @@ def drain(sock: socket.socket, *, seconds: float, limit: int) -> None:
 
 def _deadline_in(seconds: float | None) -> float | None:
     return None if seconds is None else time.monotonic() + seconds
+
+
+def next_backoff(current: float, exc: OSError) -> float:
+    """The wait before the next accept when the process is out of descriptors.
+
+    10 ms doubling to 0.5 s; the first one of a run is logged (both servers
+    share the rule and the words).
+    """
+    if not current:
+        log.error("cannot accept connections (%s); backing off until some close", exc)
+        return _BACKOFF_FIRST
+    return min(current * 2, _BACKOFF_MAX)

@@ -47,7 +47,7 @@ from gunicorn.workers.gthread import TConn
 
 from ..error_shapes import NO_RETRY_STATUSES, error_body, face_of_request_line
 from .connection import DRAIN_BYTES, error_response, linger_seconds
-from .deadlines import DeadlineReader, drain, wait_for
+from .deadlines import DeadlineReader, drain, next_backoff, wait_for
 from .gunicorn_prebuffer import PrebufferWorker
 from .limits import ServerLimits
 from .request_framing import RequestFraming
@@ -61,8 +61,6 @@ _MAX_BODY_CHUNK = 1024 * 1024
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 # accept() failing for want of a descriptor or memory (as `ProxyServer`'s).
 _EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-_BACKOFF_FIRST = 0.01
-_BACKOFF_MAX = 0.5
 
 
 class BadRequestBody(ValueError):
@@ -269,11 +267,7 @@ class DeadlineWorker(PrebufferWorker):
 
     def _back_off(self, exc: OSError) -> None:
         """Pause the worker's loop (10 ms doubling to 0.5 s): the connection stays queued."""
-        if not self._backoff:
-            log.error("cannot accept connections (%s); backing off until some close", exc)
-            self._backoff = _BACKOFF_FIRST
-        else:
-            self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+        self._backoff = next_backoff(self._backoff, exc)
         time.sleep(self._backoff)  # the main loop's own pace; requests run in the pool
 
     def handle(self, conn: Any) -> Any:

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..error_shapes import face_of_request_line, overloaded_body
 from .connection import ConnectionHandler, error_response, linger_seconds
-from .deadlines import DeadlineReader, StallWriter, drain
+from .deadlines import DeadlineReader, StallWriter, drain, next_backoff
 from .limits import ServerLimits
 
 __all__ = ["ProxyServer", "ServerLimits", "error_response", "make_server"]
@@ -44,8 +44,6 @@ log = logging.getLogger("llmchat.proxy")
 
 # accept() failing for want of a descriptor or memory: retrying at once only spins.
 _EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-_BACKOFF_FIRST = 0.01
-_BACKOFF_MAX = 0.5
 # Over the cap, this many threads read a request line to answer a 503 in its
 # face's shape; connections beyond them are closed unanswered, so a flood costs
 # a bounded number of threads.
@@ -160,11 +158,7 @@ class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
 
     def _back_off(self, exc: OSError) -> None:
         """Wait before the next accept: the pending connection stays queued, select fires again."""
-        if not self._backoff:
-            log.error("cannot accept connections (%s); backing off until some close", exc)
-            self._backoff = _BACKOFF_FIRST
-        else:
-            self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+        self._backoff = next_backoff(self._backoff, exc)
         self._stopping.wait(self._backoff)
 
     # -- admitting ----------------------------------------------------------
