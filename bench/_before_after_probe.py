@@ -23,26 +23,14 @@ if __name__ == "__main__":  # the tree under test first, before any llmchat impo
 import argparse
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import requests
 from _proxy_paths import DELTAS, HEADERS, MODEL, SHORT_TEXT, face_readers, upstream_script
+from _report import best_of as best
 from _report import loopback_only
 from bench_stream import FRAMES, MESSAGES, WRITE_SIZE, deltas, stream_frames
-
-
-def best(fn: Callable[[], object], repeat: int, number: int = 1) -> float:
-    """Seconds per call of `fn`: the least over `repeat` runs of the mean of `number` calls."""
-    fn()
-    least = float("inf")
-    for _ in range(repeat):
-        began = time.perf_counter()
-        for _ in range(number):
-            fn()
-        least = min(least, (time.perf_counter() - began) / number)
-    return least
 
 
 def checked(fn: Callable[[], str], expected: str) -> Callable[[], None]:
