@@ -85,7 +85,8 @@ class Call:
         if response is not None:
             response.cancel()
 
-    def _track(self, response: Response | None = None, inference: Inference | None = None) -> None:
+    def track(self, response: Response | None = None, inference: Inference | None = None) -> None:
+        """Hold what `cancel` stops; one that arrives after a cancel is stopped at once."""
         with self._lock:
             if response is not None:
                 self._response = response
@@ -155,7 +156,7 @@ class Upstream:
             on_attempt=self.inference.on_attempt,
             deadline=self.inference.deadline,
         )
-        call._track(inference=chain)
+        call.track(inference=chain)
         try:
             response = chain.run_stream(messages, tools=tools, settings=settings)
         except Cancelled:
@@ -206,11 +207,8 @@ class Upstream:
         models" to a client, not as "the server is down".
         """
         names: list[str] = []
-        backend = self.backend
-        if isinstance(backend, OpenAICommon):
-            status, payload, note = backend._side_request(
-                "GET", backend._url("/models"), label="GET /models"
-            )
+        if isinstance(self.backend, OpenAICommon):
+            status, payload, note = self.side_request("GET", "/models", label="GET /models")
             if status is None or (note is not None and status not in (404, 405)):
                 log.warning("the upstream's model list failed: %s", note)
                 raise UpstreamUnavailable(note or "GET /models failed")
@@ -250,6 +248,44 @@ class Upstream:
             log.warning("probe_server_limits raised: %s", self.redactor().exception(exc))
             return {}
         return limits if isinstance(limits, dict) else {}
+
+    # -- side requests ------------------------------------------------------
+
+    def side_request(
+        self,
+        method: str,
+        route: str,
+        data: bytes | None = None,
+        *,
+        label: str,
+        limit: float | None = None,
+        at_root: bool = False,
+    ) -> tuple[int | None, Any, str | None]:
+        """One bounded JSON request beside the completions, on the first backend.
+
+        `route` is under the backend's api_url (or its server root, `at_root`),
+        sent with the backend's own headers, bounded in total by `limit`
+        (default: its probe timeout). `(status, payload, note)`: `status` None
+        when no HTTP answer came, `note` None when the answer was JSON. Never
+        raises; an upstream that is not an HTTP backend has no such routes
+        (None, None, note).
+        """
+        backend = self.backend
+        if not isinstance(backend, OpenAICommon):
+            return None, None, "the upstream is not an HTTP backend"
+        url = backend._url(route, at_root=at_root)
+        return backend._side_request(method, url, data, label=label, limit=limit)
+
+    def probe_json(self, path: str) -> tuple[Any, str | None]:
+        """One bounded GET of JSON at the first backend's server root: `(payload, note)`.
+
+        The backend's own probe (its bounds; never raises); (None, note) for an
+        upstream that is not an HTTP backend.
+        """
+        backend = self.backend
+        if not isinstance(backend, OpenAICommon):
+            return None, "the upstream is not an HTTP backend"
+        return backend._probe_json(path)
 
     def _backends(self) -> list[Any]:
         return list(self.inference.backends) if self.inference is not None else [self.backend]
@@ -376,7 +412,7 @@ def _paced(body: Mapping[str, Any], call: Call, response: Response) -> Response:
     """
     if body.get("stream"):
         response._pace(STREAM_LEAD)
-    call._track(response=response)
+    call.track(response=response)
     return response
 
 
