@@ -53,15 +53,19 @@ def environ(method: str, path: str, body: Any = None, **headers: str) -> dict[st
     return env
 
 
+def drain(result: Iterable[bytes]) -> bytes:
+    """A WSGI body read to its end and closed, as a server does."""
+    chunks: list[bytes] = []
+    try:
+        chunks.extend(result)
+    finally:
+        getattr(result, "close", lambda: None)()
+    return b"".join(chunks)
+
+
 def call(app: Any, method: str, path: str, body: Any = None, **headers: str) -> Answered:
     answered = Answered()
-    result = app(environ(method, path, body, **headers), answered.start_response)
-    try:
-        answered.body = b"".join(result)
-    finally:
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()
+    answered.body = drain(app(environ(method, path, body, **headers), answered.start_response))
     return answered
 
 
@@ -242,14 +246,7 @@ class PlainAnswer(Answer):
 def run(path: Completions, request: dict[str, Any]) -> tuple[Answered, bytes]:
     answered = Answered()
     exchange = path.exchange(environ("POST", "/x"), answered.start_response, "openai")
-    body = path.complete(exchange, request, PlainAnswer())
-    try:
-        data = b"".join(body)
-    finally:
-        close = getattr(body, "close", None)
-        if close is not None:
-            close()
-    return answered, data
+    return answered, drain(path.complete(exchange, request, PlainAnswer()))
 
 
 def test_completions_complete_answers_and_records_the_counts() -> None:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from .. import wire_json
 from ..backends._request import WireRequest
 from ..backends._runners import open_request
 from ..backends.openai_common import OpenAICommon
@@ -208,7 +209,7 @@ class Upstream:
         """
         names: list[str] = []
         if isinstance(self.backend, OpenAICommon):
-            status, payload, note = self.side_request("GET", "/models", label="GET /models")
+            status, payload, note = self.get_json("/models")
             if status is None or (note is not None and status not in (404, 405)):
                 log.warning("the upstream's model list failed: %s", note)
                 raise UpstreamUnavailable(note or "GET /models failed")
@@ -251,30 +252,43 @@ class Upstream:
 
     # -- side requests ------------------------------------------------------
 
-    def side_request(
-        self,
-        method: str,
-        route: str,
-        data: bytes | None = None,
-        *,
-        label: str,
-        limit: float | None = None,
-        at_root: bool = False,
-    ) -> tuple[int | None, Any, str | None]:
-        """One bounded JSON request beside the completions, on the first backend.
+    def get_json(self, route: str) -> tuple[int | None, Any, str | None]:
+        """``GET`` `route` under the first backend's api_url: `(status, payload, note)`.
 
-        `route` is under the backend's api_url (or its server root, `at_root`),
-        sent with the backend's own headers, bounded in total by `limit`
-        (default: its probe timeout). `(status, payload, note)`: `status` None
-        when no HTTP answer came, `note` None when the answer was JSON. Never
-        raises; an upstream that is not an HTTP backend has no such routes
-        (None, None, note).
+        A bounded side request beside the completions, with the backend's own
+        headers (`post_json` says the rest).
         """
+        return self._side("GET", route, None, label=f"GET {route}", limit=None, at_root=False)
+
+    def post_json(
+        self,
+        route: str,
+        body: Mapping[str, Any],
+        *,
+        limit: float,
+        at_root: bool = True,
+        label: str = "",
+    ) -> tuple[int | None, Any, str | None]:
+        """``POST`` `body` as JSON to `route` at the first backend's server root (or under its
+        api_url), bounded in total by `limit` seconds: `(status, payload, note)`.
+
+        `status` is None when no HTTP answer came; `note` is None when the
+        answer was JSON. Never raises; an upstream that is not an HTTP backend
+        has no such routes: (None, None, note). `label` names the route in the
+        note (default: `route`).
+        """
+        data = wire_json.encode(dict(body))
+        label = f"POST {label or route}"
+        return self._side("POST", route, data, label=label, limit=limit, at_root=at_root)
+
+    def _side(
+        self, method: str, route: str, data: bytes | None, **how: Any
+    ) -> tuple[int | None, Any, str | None]:
         backend = self.backend
         if not isinstance(backend, OpenAICommon):
             return None, None, "the upstream is not an HTTP backend"
-        url = backend._url(route, at_root=at_root)
-        return backend._side_request(method, url, data, label=label, limit=limit)
+        url = backend._url(route, at_root=how.pop("at_root"))
+        return backend._side_request(method, url, data, **how)
 
     def probe_json(self, path: str) -> tuple[Any, str | None]:
         """One bounded GET of JSON at the first backend's server root: `(payload, note)`.

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .... import wire_json
 from ....backends.anthropic import Anthropic
 from ....backends.openai_common import OpenAICommon
 from ....tokens import TOKENIZE_TIMEOUT, TokenizerError
@@ -97,13 +96,8 @@ def _post(
 
     At the server root unless `at_root` is False (under the api_url).
     """
-    status, payload, note = upstream.side_request(
-        "POST",
-        route,
-        wire_json.encode(dict(body)),
-        label=f"POST {label}",
-        limit=TOKENIZE_TIMEOUT,
-        at_root=at_root,
+    status, payload, note = upstream.post_json(
+        route, body, limit=TOKENIZE_TIMEOUT, at_root=at_root, label=label
     )
     if status in _NO_ROUTE:
         return None

@@ -73,7 +73,7 @@ def _props(upstream: Upstream) -> Mapping[str, Any] | None:
 
 
 def _model_entry(upstream: Upstream, model: str) -> Mapping[str, Any] | None:
-    _, payload, note = upstream.side_request("GET", "/models", label="GET /models")
+    _, payload, note = upstream.get_json("/models")
     data = payload.get("data") if isinstance(payload, Mapping) else None
     if note is not None or not isinstance(data, list):
         return None
