@@ -16,7 +16,7 @@ from typing import Any, Final
 from .... import wire_json
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....messages import normalize_messages
-from ...field_checks import json_type, require_bool, require_mapping, require_str
+from ...field_checks import json_type, require_bool, require_list, require_mapping, require_str
 from ...image_urls import data_url
 from .blocks import dropped, folded_text
 
@@ -31,8 +31,7 @@ def history_messages(value: Any) -> list[dict[str, Any]]:
     A ``system`` message stays where it was, a system message still; the
     face puts the whole list through `chat_turns`.
     """
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"messages: must be a list, not {json_type(value)}")
+    value = require_list(value, "messages")
     if not value:
         raise InvalidArgumentError("messages: must hold at least one message")
     out: list[dict[str, Any]] = []
