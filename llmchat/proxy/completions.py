@@ -17,7 +17,7 @@ from typing import Any, Final
 from ..redact import Redactor
 from ..response import Response
 from .answers import Answer
-from .bodies import STREAM_HEADERS, StreamBody
+from .bodies import StreamBody, begin_stream
 from .client_exchange import ClientExchange, ExchangeContext
 from .outbound import client_json, utf8_size
 from .server.hangup import HangupWatch, client_socket
@@ -110,11 +110,8 @@ class Completions:
             ended = self.ended_early(exchange, response, answer, watch)
             if ended is not None:
                 return ended
-        translator = answer.stream()
-        exchange.begin(200, translator.content_type, STREAM_HEADERS)
-        return StreamBody(
-            exchange.event, exchange.record, response, translator, answer, first, chunks, watch
-        )
+        translator = begin_stream(exchange, answer)
+        return StreamBody(exchange, response, translator, answer, first, chunks, watch)
 
     # -- its pieces ---------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....tokens import TokenizerError
-from ...bodies import STREAM_HEADERS
+from ...bodies import begin_stream
 from ...completions import DEFAULT_PING_INTERVAL, Completions
 from ...router import Route, Router
 from ...server.hangup import HangupWatch, client_socket
@@ -190,17 +190,8 @@ class AnthropicRoutes:
         except BaseException:
             watch.stop()
             raise
-        translator = answer.stream()
-        exchange.begin(200, translator.content_type, STREAM_HEADERS)
-        return ChainStartBody(
-            exchange.event,
-            exchange.record,
-            starting,
-            translator,
-            answer,
-            watch,
-            interval=interval,
-        )
+        translator = begin_stream(exchange, answer)
+        return ChainStartBody(exchange, starting, translator, answer, watch, interval=interval)
 
     def _answer_stream(
         self,
@@ -219,11 +210,9 @@ class AnthropicRoutes:
             )
             if ended is not None:
                 return ended
-        translator = answer.stream()
-        exchange.begin(200, translator.content_type, STREAM_HEADERS)
+        translator = begin_stream(exchange, answer)
         return PingingStreamBody(
-            exchange.event,
-            exchange.record,
+            exchange,
             response,
             translator,
             answer,

@@ -90,4 +90,4 @@ def relay(
     )
     # No Content-Length: scrubbing the key out can change the body's length.
     exchange.begin(http.status_code, content_type, STREAM_HEADERS if meter.event_stream else ())
-    return RelayBody(exchange.event, exchange.record, upstream_call, meter, watch)
+    return RelayBody(exchange, upstream_call, meter, watch)
