@@ -7,6 +7,7 @@ the completion path every face receives answers, records and fails as one.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ import pytest
 from llmchat.backends.mock import MockBackend
 from llmchat.proxy import ProxyApp, make_app
 from llmchat.proxy.answers import Answer
+from llmchat.proxy.app import AppOptions
 from llmchat.proxy.client_body import ClientError
 from llmchat.proxy.client_exchange import ClientExchange, ExchangeContext
 from llmchat.proxy.completions import Completions, FaceOptions
@@ -156,6 +158,16 @@ def test_the_key_is_checked_before_the_lookup() -> None:
     assert call(app, "GET", "/health").status.startswith("200")
     ok = call(app, "GET", "/nowhere", X_API_KEY="sekrit-key")
     assert ok.status.startswith("404")
+
+
+def test_app_options_are_proxy_apps_keywords_and_make_app_shows_them() -> None:
+    keywords = [
+        name
+        for name, param in inspect.signature(ProxyApp).parameters.items()
+        if param.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    assert keywords == list(AppOptions.__annotations__)
+    assert inspect.signature(make_app).parameters == inspect.signature(ProxyApp).parameters
 
 
 def test_make_app_refuses_a_misspelt_keyword() -> None:
