@@ -31,7 +31,7 @@ def test_help_names_every_route_the_app_serves(capsys: pytest.CaptureFixture[str
     with ScriptedServer(ChatResponder("x")) as url, OpenAICommon(url) as backend:
         app = make_app(backend)
         try:
-            paths = {path for _, path in app._routes if path not in ("/",)}
+            paths = {path for path in app.router.paths if path not in ("/",)}
         finally:
             app.close()
     assert "/v1/responses" in paths and "/v1/messages/count_tokens" in paths

@@ -476,7 +476,7 @@ def test_cli_options_reach_the_app(options, interval, drop):
     args = _parser().parse_args(["proxy", "--upstream", "http://127.0.0.1:9/v1", *options])
     app, backend = _proxy_app(args)
     try:
-        routes = app._routes[("POST", "/v1/messages")][1].__self__
+        routes = app.router.find("POST", "/v1/messages").handler.__self__
         assert (routes.ping_interval, routes.drop_billing_header) == (interval, drop)
     finally:
         app.close()

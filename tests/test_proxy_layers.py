@@ -10,8 +10,13 @@ crosses a layer fails here, in review's place:
 - `proxy/error_shapes.py` imports no other proxy module;
 - `proxy/usage/` imports only itself and `llmchat.errors`, `llmchat.redact`
   and `llmchat.wire_json`: neither a face, the server nor the app;
-- a face (`proxy/faces/<face>/`) never imports another face, and of the
-  shared modules at the proxy's root only the router (`app`) imports a face.
+- a face (`proxy/faces/<face>/`) never imports another face, nor `proxy.app`:
+  it gets the completion path (`Completions`) when the app registers it;
+- of the shared modules at the proxy's root only the router (`app`) imports a
+  face, and it imports only a face's package (to call its ``register``),
+  never a face's inner modules;
+- nothing in the proxy imports `proxy.app` but the package's ``__init__``
+  (its public re-export): no module imports back into the router.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ SERVER_MAY_IMPORT = (
 
 ROUTERS = ("llmchat.proxy.app",)
 """The shared modules at the proxy's root that may import a face: the router only."""
+
+APP_IMPORTERS = ("llmchat.proxy",)
+"""The proxy modules that may import `proxy.app`: the package, re-exporting `make_app`."""
+
+FACES = ("anthropic", "ollama", "openai", "responses")
 
 USAGE_MAY_IMPORT = ("llmchat.proxy.usage", "llmchat.errors", "llmchat.redact", "llmchat.wire_json")
 
@@ -90,6 +100,12 @@ def crossings(module: str, names: list[str]) -> list[str]:
                 bad.append(name)
         elif module.count(".") == 2 and module not in ROUTERS:
             if within(name, "llmchat.proxy.faces"):
+                bad.append(name)
+        elif module in ROUTERS and within(name, "llmchat.proxy.faces"):
+            if name not in {f"llmchat.proxy.faces.{face}" for face in FACES}:
+                bad.append(name)  # a face's package, never its inner modules
+        if within(name, "llmchat.proxy.app") and module not in (*APP_IMPORTERS, *ROUTERS):
+            if within(module, "llmchat.proxy") and name not in bad:
                 bad.append(name)
         face = face_of_module(module)
         other = face_of_module(name)
@@ -156,6 +172,22 @@ def test_the_layers_exist() -> None:
             "llmchat.proxy.faces.ollama.z",
         ),
         ("llmchat.proxy.answers", "from .faces import ollama", "llmchat.proxy.faces.ollama"),
+        (
+            "llmchat.proxy.faces.ollama.routes",
+            "from ...app import ProxyApp",
+            "llmchat.proxy.app.ProxyApp",
+        ),
+        (
+            "llmchat.proxy.faces.openai.routes",
+            "if TYPE_CHECKING:\n    from ...app import ProxyApp",
+            "llmchat.proxy.app.ProxyApp",
+        ),
+        ("llmchat.proxy.completions", "from .app import ProxyApp", "llmchat.proxy.app.ProxyApp"),
+        (
+            "llmchat.proxy.app",
+            "from .faces.ollama.routes import OllamaRoutes",
+            "llmchat.proxy.faces.ollama.routes.OllamaRoutes",
+        ),
         ("llmchat.proxy.usage.event", "from ...backends import b", "llmchat.backends.b"),
     ],
 )
@@ -175,5 +207,42 @@ def test_the_check_lets_allowed_imports_pass() -> None:
     module = "llmchat.proxy.server.connection"
     assert crossings(module, list(imported(source, module, False))) == []
     module = "llmchat.proxy.faces.ollama.routes"
-    source = "from ...app import ProxyApp\nfrom . import history\nfrom ...server.hangup import H"
+    source = "\n".join(
+        [
+            "from ...completions import Completions",
+            "from ...router import Route, Router",
+            "from . import history",
+            "from ...server.hangup import H",
+        ]
+    )
     assert crossings(module, list(imported(source, module, False))) == []
+    module = "llmchat.proxy.app"
+    source = "from .faces import anthropic, ollama, openai, responses\nfrom .router import Router"
+    assert crossings(module, list(imported(source, module, False))) == []
+    module = "llmchat.proxy"
+    source = "from .app import ProxyApp, make_app"
+    assert crossings(module, list(imported(source, module, True))) == []
+
+
+def test_no_face_and_no_shared_module_imports_the_app() -> None:
+    """The rule the import circle broke: the app imports the faces, never the other way."""
+    for path in proxy_modules():
+        module = module_name(path)
+        if module in (*APP_IMPORTERS, *ROUTERS):
+            continue
+        names = imported(path.read_text(encoding="utf-8"), module, path.name == "__init__.py")
+        assert not [name for name in names if within(name, "llmchat.proxy.app")], module
+
+
+def test_every_face_package_offers_register() -> None:
+    """Each face registers its routes the same way: ``register(router, completions)``."""
+    for face in FACES:
+        source = (PROXY / "faces" / face / "routes.py").read_text(encoding="utf-8")
+        functions = {
+            node.name: [arg.arg for arg in node.args.args]
+            for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef)
+        }
+        assert functions.get("register") == ["router", "completions"], face
+        package = (PROXY / "faces" / face / "__init__.py").read_text(encoding="utf-8")
+        assert "from .routes import register" in package, face

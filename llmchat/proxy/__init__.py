@@ -12,10 +12,15 @@ Layers, each a package whose docstring says what it may import (checked by
 tests/test_proxy_layers.py): `server` (HTTP/1.1 and gunicorn; WSGI only, no
 face), `faces` (one package per kind of client; no face imports another),
 `usage` (events, sinks, stores; no face, server or app). The modules at this
-root are what the faces share (`app` the router, `upstream`, `answers`,
-`bodies`, `outbound`, `failures`, `error_shapes`, ...); only `app` imports a
-face. `gunicorn_app` and `gunicorn_worker` here only re-export their
-documented paths. (`routing/` is the next layer's name.)
+root are what the faces share: `completions` (`Completions`, the one
+completion path every face receives), `client_exchange` (`ClientExchange`, one
+request and its helpers), `router` (`Route`, `Router`), `upstream`,
+`answers`, `bodies`, `outbound`, `failures`, `error_shapes`, ... `app` is the
+router itself: it registers each face (``register(router, completions)``) and
+is the only module that imports one; no module imports it back.
+`gunicorn_app` and `gunicorn_worker` here only re-export their documented
+paths. (`routing/`, the next layer, replaces `Completions.upstream`: many
+nodes, one chosen per request.)
 """
 
 from __future__ import annotations

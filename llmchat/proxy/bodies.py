@@ -8,26 +8,34 @@ recorded, exactly once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from ..response import Response
 from .answers import Answer
+from .client_exchange import ClientExchange
 from .server.hangup import HangupWatch
-from .usage import CLIENT_ABORT_STATUS, UsageEvent
+from .usage import CLIENT_ABORT_STATUS
 
-__all__ = ["STREAM_HEADERS", "AccountedBody", "StreamBody"]
+__all__ = ["STREAM_HEADERS", "AccountedBody", "StreamBody", "begin_stream"]
 
 STREAM_HEADERS = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 """Headers of every streamed answer: no cache, and no buffering in an nginx in front."""
 
 
+def begin_stream(exchange: ClientExchange, answer: Answer) -> Any:
+    """Start a streamed 200 in `answer`'s format: its new translator, once the headers are set."""
+    translator = answer.stream()
+    exchange.begin(200, translator.content_type, STREAM_HEADERS)
+    return translator
+
+
 class AccountedBody:
     """A WSGI body whose `close()` stops the upstream and records the usage event once."""
 
-    def __init__(self, event: UsageEvent, record: Callable[[], None], watch: HangupWatch) -> None:
-        self._event = event
-        self._record = record
+    def __init__(self, exchange: ClientExchange, watch: HangupWatch) -> None:
+        self._exchange = exchange
+        self._event = exchange.event
         self._watch = watch
         watch.answering()  # no interim 100 may be written into the answer from here on
         self._completed = False
@@ -46,7 +54,7 @@ class AccountedBody:
             if event.error_type is None:  # an upstream failure seen first stays the cause
                 event.status, event.error_type = CLIENT_ABORT_STATUS, "client_abort"
         # A client leaving after the last byte is no abort: nothing more to judge.
-        self._record()
+        self._exchange.record()
 
     def _release(self) -> None:
         """Stop the upstream if still live and copy the counts onto the event."""
@@ -63,8 +71,7 @@ class StreamBody(AccountedBody):
 
     def __init__(
         self,
-        event: UsageEvent,
-        record: Callable[[], None],
+        exchange: ClientExchange,
         response: Response,
         translator: Any,
         answer: Answer,
@@ -72,7 +79,7 @@ class StreamBody(AccountedBody):
         chunks: Iterator[Any],
         watch: HangupWatch,
     ) -> None:
-        super().__init__(event, record, watch)
+        super().__init__(exchange, watch)
         self._response = response
         self._translator = translator
         self._answer = answer

@@ -1,18 +1,18 @@
 """Reading a client's JSON request body inside the app: its framing, its size limit, its parse.
 
 Every failure is a `ClientError` carrying the status and the words the app
-answers with (in the face's shape, through `ProxyApp._error`); nothing here
-writes an answer itself.
+answers with (in the face's shape, through `ClientExchange.error`); nothing
+here writes an answer itself. `ClientExchange.read_json` is the caller.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from .. import fastjson
-from .client_exchange import ClientExchange
 
-__all__ = ["TOO_DEEP", "ClientError", "read_json"]
+__all__ = ["TOO_DEEP", "ClientError", "json_object", "read_body"]
 
 TOO_DEEP: Final = "The request body is nested too deeply"
 
@@ -26,9 +26,8 @@ class ClientError(Exception):
         self.error_type = error_type
 
 
-def read_json(exchange: ClientExchange, max_body_bytes: int) -> dict[str, Any]:
-    """The request's body as a JSON object; records its bytes and model on `exchange`."""
-    environ = exchange.environ
+def read_body(environ: Mapping[str, Any], max_body_bytes: int) -> bytes:
+    """The request's body bytes, framed by Content-Length or chunked, within `max_body_bytes`."""
     length_text = environ.get("CONTENT_LENGTH") or ""
     stream = environ["wsgi.input"]
     if length_text:
@@ -49,7 +48,11 @@ def read_json(exchange: ClientExchange, max_body_bytes: int) -> dict[str, Any]:
             raise ClientError(413, _too_large(max_body_bytes), "too_large")
     else:
         data = b""
-    exchange.body_bytes = data
+    return data
+
+
+def json_object(data: bytes) -> dict[str, Any]:
+    """`data` parsed as the JSON object a request body must be."""
     if not data.strip():
         raise ClientError(400, "The request needs a JSON object body", "invalid_request")
     try:
@@ -62,9 +65,6 @@ def read_json(exchange: ClientExchange, max_body_bytes: int) -> dict[str, Any]:
         raise ClientError(400, "The request body is not valid JSON", "invalid_request") from None
     if not isinstance(body, dict):
         raise ClientError(400, "The request body must be a JSON object", "invalid_request")
-    model = body.get("model")
-    if isinstance(model, str):
-        exchange.event.model = model
     return body
 
 

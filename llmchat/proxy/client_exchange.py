@@ -2,6 +2,11 @@
 
 Every route handler gets one; `begin` is where the status and the headers
 every answer carries (``x-request-id``, Anthropic's ``request-id``) are set.
+The per-request helpers are its methods: `read_json` (the body, within the
+app's limit), `json` and `error` (an answer, an error in the face's shape),
+`aborted` (a client that is gone) and `record` (the usage event, once). What
+they need from the app (its redactor, its usage sink, its body limit) comes in
+an `ExchangeContext`.
 """
 
 from __future__ import annotations
@@ -10,12 +15,41 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
-from .error_shapes import NO_RETRY_STATUSES
-from .usage import UsageEvent
+from ..redact import Redactor
+from .client_body import json_object, read_body
+from .error_shapes import NO_RETRY_STATUSES, error_body
+from .failures import Failure
+from .outbound import Cleaner, client_json
+from .retry_advice import log_refusal
+from .usage import CLIENT_ABORT_STATUS, UsageEvent
 
-__all__ = ["ClientExchange"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "ClientExchange", "ExchangeContext"]
+
+DEFAULT_MAX_BODY_BYTES: Final = 10_000_000
+"""`make_app`'s default `max_body_bytes`."""
+
+
+def _no_secrets() -> Redactor:
+    return Redactor.of([])
+
+
+def _nowhere(event: UsageEvent) -> None:
+    """A usage sink that keeps nothing (an exchange built outside an app)."""
+
+
+@dataclass(frozen=True)
+class ExchangeContext:
+    """What an exchange's answers take from the app that made it; one per app."""
+
+    redactor: Callable[[], Redactor] = field(default=_no_secrets)
+    """Takes the upstream's credentials out of what the client or the log gets."""
+    emit: Callable[[UsageEvent], None] = field(default=_nowhere)
+    """Where the finished usage event goes (`UsageLog.emit`)."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
 
 StartResponse = Callable[..., Any]
 
@@ -44,8 +78,15 @@ _REASONS = {
 class ClientExchange:
     """One client request: its id, its usage event, and the one way to answer it."""
 
-    def __init__(self, environ: dict[str, Any], start_response: StartResponse, face: str) -> None:
+    def __init__(
+        self,
+        environ: dict[str, Any],
+        start_response: StartResponse,
+        face: str,
+        context: ExchangeContext | None = None,
+    ) -> None:
         self.environ = environ
+        self.context = context if context is not None else ExchangeContext()
         self.start_response = start_response
         self.face = face
         given = environ.get("HTTP_X_REQUEST_ID", "")
@@ -78,3 +119,83 @@ class ClientExchange:
         ):
             headers.append(("x-should-retry", "false"))
         self.start_response(f"{status} {_REASONS.get(status, 'Status')}", headers)
+
+    # -- the per-request helpers -------------------------------------------
+
+    def redactor(self) -> Redactor:
+        """The app's redactor: the upstream's credentials out of text bound for the client."""
+        return self.context.redactor()
+
+    def read_json(self) -> dict[str, Any]:
+        """The request's body as a JSON object; records its bytes and its model here.
+
+        Raises `ClientError` (the status and words to answer with) for a body
+        that is too large, late, not JSON or not an object.
+        """
+        self.body_bytes = read_body(self.environ, self.context.max_body_bytes)
+        body = json_object(self.body_bytes)
+        model = body.get("model")
+        if isinstance(model, str):
+            self.event.model = model
+        return body
+
+    def json(self, status: int, obj: Any, extra: Iterable[tuple[str, str]] = ()) -> list[bytes]:
+        """Answer `obj` as JSON with `status` (credentials scrubbed out), and record the event."""
+        data = client_json(obj, self.redactor())  # the length is the cleaned body's
+        self.begin(status, "application/json", [("Content-Length", str(len(data))), *extra])
+        self.record()
+        return [data]
+
+    def text(self, status: int, data: bytes, content_type: str = "text/plain") -> list[bytes]:
+        """Answer `data` as is (none for a HEAD request), and record the event."""
+        self.begin(status, content_type, [("Content-Length", str(len(data)))])
+        self.record()
+        return [data] if data and self.environ.get("REQUEST_METHOD") != "HEAD" else []
+
+    def error(
+        self,
+        status: int,
+        message: str,
+        error_type: str,
+        *,
+        body: Any = None,
+        failure: Failure | None = None,
+    ) -> list[bytes]:
+        """Answer an error in the face's shape (or `body`, when the face built its own).
+
+        A 4xx the proxy answers itself leaves one WARNING line naming the face,
+        the status, the field and the reason (never the field's content); an
+        upstream `failure` was logged where it was read, and its retry advice
+        goes on the answer.
+        """
+        event = self.event
+        event.ok = False
+        event.error_type = event.error_type or error_type
+        if failure is None and 400 <= status < 500:
+            log_refusal(self.face, status, message)
+        if body is None:
+            body = error_body(self.face, status, message)
+        extra = failure.headers() if failure is not None else ()
+        return self.json(status, body, extra)
+
+    def failed(self, failure: Failure, hung_up: bool = False) -> list[bytes]:
+        """Answer an upstream `failure`; a client that is gone (`hung_up`) is `aborted`."""
+        if hung_up or failure.error_class == "client_abort":
+            return self.aborted()
+        self.event.error_type = failure.error_class
+        return self.error(failure.status, failure.message, failure.error_class, failure=failure)
+
+    def aborted(self) -> list[bytes]:
+        """Answer a client that is gone: WSGI still wants a status, nobody will read it."""
+        self.begin(CLIENT_ABORT_STATUS, "text/plain", [("Content-Length", "0")])
+        self.event.ok, self.event.error_type = False, "client_abort"
+        self.record()
+        return []
+
+    def record(self) -> None:
+        """Finish the usage event (its duration, its model scrubbed) and hand it to the sink."""
+        event = self.event
+        if event.model:  # the upstream's name for its model: it reaches the logs
+            event.model = Cleaner(self.redactor()).text(event.model)
+        event.duration_ms = round((time.monotonic() - self.started) * 1000, 3)
+        self.context.emit(event)

@@ -66,8 +66,9 @@ def failure_of(response: Response) -> Failure:
     """
     error_class = response.error_class or "unknown"
     status = response.error_status
-    if error_class == "http" and response._error_body is not None:
-        detail = response._error_body.describe()
+    error_body = response._error_body  # the upstream's own words, for the log only
+    if error_class == "http" and error_body is not None:
+        detail = error_body.describe()
     elif error_class == "http":
         detail = "no body"
     else:

@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["integer", "json_type", "number", "require_bool", "require_mapping", "require_str"]
+__all__ = [
+    "integer",
+    "json_type",
+    "number",
+    "optional_list",
+    "require_bool",
+    "require_list",
+    "require_mapping",
+    "require_str",
+]
+
+T = TypeVar("T")
 
 
 def require_mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -22,14 +33,26 @@ def require_mapping(value: Any, where: str) -> Mapping[str, Any]:
 
 
 def require_str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidTypeError(f"{where}: must be a string, not {json_type(value)}")
-    return value
+    return _typed(value, where, str, "a string")
 
 
 def require_bool(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidTypeError(f"{where}: must be a boolean, not {json_type(value)}")
+    return _typed(value, where, bool, "a boolean")
+
+
+def require_list(value: Any, where: str, what: str = "a list") -> list[Any]:
+    """`value` when it is a JSON array; `what` names what the array must hold, for the error."""
+    return _typed(value, where, list, what)
+
+
+def optional_list(value: Any, where: str, what: str = "a list") -> list[Any]:
+    """`require_list`, with an absent field (None) read as an empty list."""
+    return [] if value is None else require_list(value, where, what)
+
+
+def _typed(value: Any, where: str, kind: type[T], what: str) -> T:
+    if not isinstance(value, kind):
+        raise InvalidTypeError(f"{where}: must be {what}, not {json_type(value)}")
     return value
 
 

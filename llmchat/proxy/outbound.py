@@ -5,7 +5,7 @@ reasoning or a tool call) and may send text UTF-8 cannot carry (a lone
 surrogate from a ``\\ud800`` escape). Neither may reach a client, whatever the
 face. Everything a face writes passes one of two doors, and both clean:
 
-- a whole JSON body (`client_json`, what `ProxyApp._json` writes: answers,
+- a whole JSON body (`client_json`, what `ClientExchange.json` writes: answers,
   errors, metadata) is encoded, and only when the bytes show a form of a key or
   the text a lone surrogate is every string in it cleaned and the body encoded
   again, so its Content-Length is the cleaned body's;

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from .. import wire_json
 from ..backends._request import WireRequest
 from ..backends._runners import open_request
 from ..backends.openai_common import OpenAICommon
@@ -85,7 +86,8 @@ class Call:
         if response is not None:
             response.cancel()
 
-    def _track(self, response: Response | None = None, inference: Inference | None = None) -> None:
+    def track(self, response: Response | None = None, inference: Inference | None = None) -> None:
+        """Hold what `cancel` stops; one that arrives after a cancel is stopped at once."""
         with self._lock:
             if response is not None:
                 self._response = response
@@ -155,7 +157,7 @@ class Upstream:
             on_attempt=self.inference.on_attempt,
             deadline=self.inference.deadline,
         )
-        call._track(inference=chain)
+        call.track(inference=chain)
         try:
             response = chain.run_stream(messages, tools=tools, settings=settings)
         except Cancelled:
@@ -206,11 +208,8 @@ class Upstream:
         models" to a client, not as "the server is down".
         """
         names: list[str] = []
-        backend = self.backend
-        if isinstance(backend, OpenAICommon):
-            status, payload, note = backend._side_request(
-                "GET", backend._url("/models"), label="GET /models"
-            )
+        if isinstance(self.backend, OpenAICommon):
+            status, payload, note = self.get_json("/models")
             if status is None or (note is not None and status not in (404, 405)):
                 log.warning("the upstream's model list failed: %s", note)
                 raise UpstreamUnavailable(note or "GET /models failed")
@@ -250,6 +249,57 @@ class Upstream:
             log.warning("probe_server_limits raised: %s", self.redactor().exception(exc))
             return {}
         return limits if isinstance(limits, dict) else {}
+
+    # -- side requests ------------------------------------------------------
+
+    def get_json(self, route: str) -> tuple[int | None, Any, str | None]:
+        """``GET`` `route` under the first backend's api_url: `(status, payload, note)`.
+
+        A bounded side request beside the completions, with the backend's own
+        headers (`post_json` says the rest).
+        """
+        return self._side("GET", route, None, label=f"GET {route}", limit=None, at_root=False)
+
+    def post_json(
+        self,
+        route: str,
+        body: Mapping[str, Any],
+        *,
+        limit: float,
+        at_root: bool = True,
+        label: str = "",
+    ) -> tuple[int | None, Any, str | None]:
+        """``POST`` `body` as JSON to `route` at the first backend's server root (or under its
+        api_url), bounded in total by `limit` seconds: `(status, payload, note)`.
+
+        `status` is None when no HTTP answer came; `note` is None when the
+        answer was JSON. Never raises; an upstream that is not an HTTP backend
+        has no such routes: (None, None, note). `label` names the route in the
+        note (default: `route`).
+        """
+        data = wire_json.encode(dict(body))
+        label = f"POST {label or route}"
+        return self._side("POST", route, data, label=label, limit=limit, at_root=at_root)
+
+    def _side(
+        self, method: str, route: str, data: bytes | None, **how: Any
+    ) -> tuple[int | None, Any, str | None]:
+        backend = self.backend
+        if not isinstance(backend, OpenAICommon):
+            return None, None, "the upstream is not an HTTP backend"
+        url = backend._url(route, at_root=how.pop("at_root"))
+        return backend._side_request(method, url, data, **how)
+
+    def probe_json(self, path: str) -> tuple[Any, str | None]:
+        """One bounded GET of JSON at the first backend's server root: `(payload, note)`.
+
+        The backend's own probe (its bounds; never raises); (None, note) for an
+        upstream that is not an HTTP backend.
+        """
+        backend = self.backend
+        if not isinstance(backend, OpenAICommon):
+            return None, "the upstream is not an HTTP backend"
+        return backend._probe_json(path)
 
     def _backends(self) -> list[Any]:
         return list(self.inference.backends) if self.inference is not None else [self.backend]
@@ -376,7 +426,7 @@ def _paced(body: Mapping[str, Any], call: Call, response: Response) -> Response:
     """
     if body.get("stream"):
         response._pace(STREAM_LEAD)
-    call._track(response=response)
+    call.track(response=response)
     return response
 
 

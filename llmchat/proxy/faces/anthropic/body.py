@@ -18,14 +18,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Final
 
 from ....response import Response
 from ...answers import Answer
 from ...bodies import StreamBody
+from ...client_exchange import ClientExchange
 from ...server.hangup import HangupWatch
-from ...usage import UsageEvent
 
 __all__ = ["PingingStreamBody"]
 
@@ -44,8 +44,7 @@ class PingingStreamBody(StreamBody):
 
     def __init__(
         self,
-        event: UsageEvent,
-        record: Callable[[], None],
+        exchange: ClientExchange,
         response: Response,
         translator: Any,
         answer: Answer,
@@ -54,7 +53,7 @@ class PingingStreamBody(StreamBody):
         interval: float,
         silent_start: bool,
     ) -> None:
-        super().__init__(event, record, response, translator, answer, None, iter(()), watch)
+        super().__init__(exchange, response, translator, answer, None, iter(()), watch)
         self._interval = interval
         self._silent_start = silent_start
         self._handoff = Handoff(HANDOFF_SIZE)

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ....response import Response
 from ...answers import Answer
 from ...bodies import AccountedBody
+from ...client_exchange import ClientExchange
 from ...server.hangup import HangupWatch
 from ...upstream import Call, Failure, Upstream
-from ...usage import UsageEvent
 from .body import PingingStreamBody
 
 __all__ = ["ChainStartBody", "Starting"]
@@ -63,8 +63,7 @@ class ChainStartBody(AccountedBody):
 
     def __init__(
         self,
-        event: UsageEvent,
-        record: Callable[[], None],
+        exchange: ClientExchange,
         starting: Starting,
         translator: Any,
         answer: Answer,
@@ -72,7 +71,7 @@ class ChainStartBody(AccountedBody):
         *,
         interval: float,
     ) -> None:
-        super().__init__(event, record, watch)
+        super().__init__(exchange, watch)
         self._starting = starting
         self._translator = translator
         self._answer = answer
@@ -97,8 +96,7 @@ class ChainStartBody(AccountedBody):
             self._completed = True
             return
         self._inner = PingingStreamBody(
-            self._event,
-            self._record,
+            self._exchange,
             started,
             translator,
             self._answer,

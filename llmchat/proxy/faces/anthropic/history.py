@@ -10,13 +10,13 @@ kept in place as user-side text; every other block folded or dropped by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from .... import wire_json
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....messages import normalize_messages
-from ...field_checks import json_type, require_bool, require_mapping, require_str
+from ...field_checks import json_type, require_bool, require_list, require_mapping, require_str
 from ...image_urls import data_url
 from .blocks import dropped, folded_text
 
@@ -31,8 +31,7 @@ def history_messages(value: Any) -> list[dict[str, Any]]:
     A ``system`` message stays where it was, a system message still; the
     face puts the whole list through `chat_turns`.
     """
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"messages: must be a list, not {json_type(value)}")
+    value = require_list(value, "messages")
     if not value:
         raise InvalidArgumentError("messages: must hold at least one message")
     out: list[dict[str, Any]] = []
@@ -89,9 +88,7 @@ def system_text(value: Any, where: str) -> str:
             f"{where}: must be a string or a list of text blocks, not {json_type(value)}"
         )
     texts = []
-    for index, block in enumerate(value):
-        at = f"{where}[{index}]"
-        kind = _block_type(block, at)
+    for block, at, kind in _typed_blocks(value, where):
         text = text_of(block, at) if kind == "text" else folded_text(block, kind, at)
         if text is not None:
             texts.append(text)
@@ -124,18 +121,19 @@ def _parts(content: Any) -> list[Any]:
     return [{"type": "text", "text": content}] if content else []
 
 
-def _block_type(block: Any, where: str) -> str:
-    require_mapping(block, where)
-    kind = required(block, "type", where)
-    return require_str(kind, f"{where}.type")
+def _typed_blocks(blocks: list[Any], where: str) -> Iterator[tuple[Mapping[str, Any], str, str]]:
+    """Each of `blocks` (the list at path `where`) with its own path and its checked ``type``."""
+    for position, block in enumerate(blocks):
+        at = f"{where}[{position}]"
+        require_mapping(block, at)
+        kind = required(block, "type", at)
+        yield block, at, require_str(kind, f"{at}.type")
 
 
 def _user_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
-    for position, block in enumerate(blocks):
-        at = f"{where}.content[{position}]"
-        kind = _block_type(block, at)
+    for block, at, kind in _typed_blocks(blocks, f"{where}.content"):
         if kind == "text":
             parts.append({"type": "text", "text": text_of(block, at)})
         elif kind == "image":
@@ -160,9 +158,7 @@ def _assistant_turn(blocks: list[Any], where: str) -> list[dict[str, Any]]:
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
-    for position, block in enumerate(blocks):
-        at = f"{where}.content[{position}]"
-        kind = _block_type(block, at)
+    for block, at, kind in _typed_blocks(blocks, f"{where}.content"):
         if kind == "text":
             texts.append(text_of(block, at))
         elif kind == "tool_use":
@@ -266,9 +262,7 @@ def _tool_result(
         text = content
     elif isinstance(content, list):
         texts = []
-        for position, inner in enumerate(content):
-            at = f"{where}.content[{position}]"
-            kind = _block_type(inner, at)
+        for inner, at, kind in _typed_blocks(content, f"{where}.content"):
             if kind == "text":
                 texts.append(text_of(inner, at))
             elif kind == "image":

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....tokens import TokenizerError
-from ...bodies import STREAM_HEADERS
+from ...bodies import begin_stream
+from ...completions import DEFAULT_PING_INTERVAL, Completions
+from ...router import Route, Router
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Call, Failure
 from . import translate as anthropic_face
@@ -35,17 +37,21 @@ from .token_count import count_tokens
 
 if TYPE_CHECKING:
     from ....response import Response
-    from ...app import ProxyApp
     from ...client_exchange import ClientExchange
 
-__all__ = ["BILLING_HEADER_PREFIX", "AnthropicRoutes", "without_billing_header"]
+__all__ = [
+    "BILLING_HEADER_PREFIX",
+    "DEFAULT_PING_INTERVAL",
+    "AnthropicRoutes",
+    "register",
+    "without_billing_header",
+]
 
 log = logging.getLogger("llmchat.proxy")
 
 BILLING_HEADER_PREFIX: Final = "x-anthropic-billing-header:"
 """How the system text block Claude Code stamps with a per-request nonce begins."""
 
-DEFAULT_PING_INTERVAL: Final = 5.0
 _NO_TOKENIZER: Final = "count_tokens needs an upstream with a tokenizer (llama.cpp, KoboldCpp)"
 
 
@@ -93,24 +99,39 @@ def check_ping_interval(value: Any) -> float | None:
     return float(value)
 
 
+def register(router: Router, completions: Completions) -> None:
+    """Put the Anthropic face's routes in `router`, answering through `completions`."""
+    face = AnthropicRoutes(
+        completions,
+        ping_interval=completions.options.ping_interval,
+        drop_billing_header=completions.options.drop_billing_header,
+    )
+    router.add(
+        [
+            Route("POST", "/v1/messages", "anthropic", face.messages),
+            Route("POST", "/v1/messages/count_tokens", "anthropic", face.count_tokens),
+        ]
+    )
+
+
 class AnthropicRoutes:
-    """The Anthropic face's two routes, over `app`'s upstream, answers and usage record."""
+    """The Anthropic face's two routes, over the `completions` path it is given."""
 
     def __init__(
         self,
-        app: ProxyApp,
+        completions: Completions,
         *,
         ping_interval: float | None = DEFAULT_PING_INTERVAL,
         drop_billing_header: bool = False,
     ) -> None:
         if not isinstance(drop_billing_header, bool):
             raise InvalidTypeError("drop_billing_header must be a bool")
-        self._app = app
+        self.completions = completions
         self.ping_interval = check_ping_interval(ping_interval)
         self.drop_billing_header = drop_billing_header
 
     def _body(self, exchange: ClientExchange) -> Mapping[str, Any]:
-        body: Mapping[str, Any] = self._app._read_json(exchange)
+        body: Mapping[str, Any] = exchange.read_json()
         beta = exchange.environ.get("HTTP_ANTHROPIC_BETA")
         if beta:
             # Betas name features of Anthropic's own servers; the translation needs none.
@@ -123,7 +144,7 @@ class AnthropicRoutes:
         request = anthropic_face.messages_request(body)
         answer = AnthropicAnswer(body)
         if not request.get("stream") or self.ping_interval is None:
-            return self._app._complete(exchange, request, answer)
+            return self.completions.complete(exchange, request, answer)
         return self._stream(exchange, request, answer, self.ping_interval)
 
     def count_tokens(self, exchange: ClientExchange) -> list[bytes]:
@@ -132,12 +153,12 @@ class AnthropicRoutes:
         # Counting takes no max_tokens; the translation requires one, and it is not counted.
         request = anthropic_face.messages_request({**body, "max_tokens": 1})
         try:
-            count = count_tokens(self._app.upstream, request, body)
+            count = count_tokens(self.completions.upstream, request, body)
         except TokenizerError as exc:
             log.info("count_tokens: %s", exc)
-            return self._app._error(exchange, 404, _NO_TOKENIZER, "not_found")
+            return exchange.error(404, _NO_TOKENIZER, "not_found")
         exchange.event.input_tokens = count
-        return self._app._json(exchange, 200, {"input_tokens": count})
+        return exchange.json(200, {"input_tokens": count})
 
     def _stream(
         self,
@@ -146,11 +167,11 @@ class AnthropicRoutes:
         answer: AnthropicAnswer,
         interval: float,
     ) -> Iterable[bytes]:
-        app = self._app
+        completions = self.completions
         exchange.event.stream = True
-        answer.redactor = app.upstream.redactor()
-        if app.upstream.inference is None:
-            watched = app._start(exchange, request)
+        answer.redactor = completions.upstream.redactor()
+        if completions.upstream.inference is None:
+            watched = completions.start(exchange, request)
             if isinstance(watched, list):
                 return watched
             return self._answer_stream(exchange, answer, *watched, interval)
@@ -159,27 +180,18 @@ class AnthropicRoutes:
         call = Call()
         watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
         try:
-            starting = Starting(app.upstream, request, call)
+            starting = Starting(completions.upstream, request, call)
             if starting.done.wait(interval):
                 started = starting.result()
                 if isinstance(started, Failure):
                     watch.stop()
-                    return app._upstream_error(exchange, started, watch)
+                    return completions.upstream_error(exchange, started, watch)
                 return self._answer_stream(exchange, answer, started, watch, interval)
         except BaseException:
             watch.stop()
             raise
-        translator = answer.stream()
-        exchange.begin(200, translator.content_type, STREAM_HEADERS)
-        return ChainStartBody(
-            exchange.event,
-            lambda: app._record(exchange),
-            starting,
-            translator,
-            answer,
-            watch,
-            interval=interval,
-        )
+        translator = begin_stream(exchange, answer)
+        return ChainStartBody(exchange, starting, translator, answer, watch, interval=interval)
 
     def _answer_stream(
         self,
@@ -189,19 +201,18 @@ class AnthropicRoutes:
         watch: HangupWatch,
         interval: float,
     ) -> Iterable[bytes]:
-        app = self._app
         # Output within one interval, or a settled Response: answer as the other faces do.
         ready = response.wait_for_content(interval)
         if ready and response.is_done:
             said = response.msg or response.reasoning_text or response.tool_calls
-            ended = None if said else app._ended_early(exchange, response, answer, watch)
+            ended = (
+                None if said else self.completions.ended_early(exchange, response, answer, watch)
+            )
             if ended is not None:
                 return ended
-        translator = answer.stream()
-        exchange.begin(200, translator.content_type, STREAM_HEADERS)
+        translator = begin_stream(exchange, answer)
         return PingingStreamBody(
-            exchange.event,
-            lambda: app._record(exchange),
+            exchange,
             response,
             translator,
             answer,

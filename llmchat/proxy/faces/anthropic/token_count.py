@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .... import wire_json
 from ....backends.anthropic import Anthropic
 from ....backends.openai_common import OpenAICommon
 from ....tokens import TOKENIZE_TIMEOUT, TokenizerError
@@ -44,18 +43,18 @@ def count_tokens(upstream: Upstream, request: Mapping[str, Any], body: Mapping[s
     """
     backend = upstream.backend
     if isinstance(backend, Anthropic):
-        return _anthropic_count(backend, body)
+        return _anthropic_count(upstream, backend, body)
     if isinstance(backend, OpenAICommon) and backend.tokenize_route == ("/tokenize", "content"):
-        counted = _template_count(backend, request)
+        counted = _template_count(upstream, backend, request)
         if counted is not None:
             return counted
     return upstream.count_tokens(request)
 
 
-def _anthropic_count(backend: Anthropic, body: Mapping[str, Any]) -> int:
+def _anthropic_count(upstream: Upstream, backend: Anthropic, body: Mapping[str, Any]) -> int:
     sent: dict[str, Any] = {"model": backend.model or body.get("model")}
     sent.update((key, body[key]) for key in _COUNTED if body.get(key) is not None)
-    payload = _post(backend, backend._url("/messages/count_tokens"), sent, "count_tokens")
+    payload = _post(upstream, "/messages/count_tokens", sent, "count_tokens", at_root=False)
     if payload is None:
         raise TokenizerError("the upstream has no POST /v1/messages/count_tokens")
     count = payload.get("input_tokens") if isinstance(payload, Mapping) else None
@@ -64,12 +63,14 @@ def _anthropic_count(backend: Anthropic, body: Mapping[str, Any]) -> int:
     return count
 
 
-def _template_count(backend: OpenAICommon, request: Mapping[str, Any]) -> int | None:
+def _template_count(
+    upstream: Upstream, backend: OpenAICommon, request: Mapping[str, Any]
+) -> int | None:
     """llama-server's own count of the rendered prompt; None when it has no /apply-template."""
     sent = {key: value for key, value in request.items() if key not in _NOT_RENDERED}
     if backend.model is not None:
         sent["model"] = backend.model
-    payload = _post(backend, backend._url("/apply-template", at_root=True), sent, "/apply-template")
+    payload = _post(upstream, "/apply-template", sent, "/apply-template")
     if payload is None:
         return None
     prompt = payload.get("prompt") if isinstance(payload, Mapping) else None
@@ -77,8 +78,8 @@ def _template_count(backend: OpenAICommon, request: Mapping[str, Any]) -> int | 
         raise TokenizerError("POST /apply-template answered no prompt")
     # A completion tokenizes its prompt with the model's special tokens (BOS) added.
     tokenized = _post(
-        backend,
-        backend._url("/tokenize", at_root=True),
+        upstream,
+        "/tokenize",
         {"content": prompt, "add_special": True, "parse_special": True},
         "/tokenize",
     )
@@ -88,10 +89,15 @@ def _template_count(backend: OpenAICommon, request: Mapping[str, Any]) -> int | 
     return len(tokens)
 
 
-def _post(backend: OpenAICommon, url: str, body: Mapping[str, Any], label: str) -> Any:
-    """The JSON answer of one bounded POST; None when the server has no such route."""
-    status, payload, note = backend._side_request(
-        "POST", url, wire_json.encode(dict(body)), label=f"POST {label}", limit=TOKENIZE_TIMEOUT
+def _post(
+    upstream: Upstream, route: str, body: Mapping[str, Any], label: str, *, at_root: bool = True
+) -> Any:
+    """The JSON answer of one bounded POST to `route`; None when the server has no such route.
+
+    At the server root unless `at_root` is False (under the api_url).
+    """
+    status, payload, note = upstream.post_json(
+        route, body, limit=TOKENIZE_TIMEOUT, at_root=at_root, label=label
     )
     if status in _NO_ROUTE:
         return None

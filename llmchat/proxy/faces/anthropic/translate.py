@@ -77,11 +77,18 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ....errors import InvalidArgumentError, InvalidTypeError
+from ....errors import InvalidArgumentError
 from ....protocols.anthropic import anthropic_usage, thinking_signature
 from ....tools import ToolCall
 from ...error_shapes import anthropic_error_body as error_body
-from ...field_checks import integer, json_type, number, require_bool, require_mapping, require_str
+from ...field_checks import (
+    integer,
+    number,
+    optional_list,
+    require_bool,
+    require_mapping,
+    require_str,
+)
 from .blocks import dropped
 from .history import chat_turns, history_messages, required, system_text
 
@@ -217,22 +224,15 @@ def _system(value: Any) -> list[dict[str, Any]]:
 
 
 def _stop_sequences(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"stop_sequences: must be a list of strings, not {json_type(value)}")
+    value = optional_list(value, "stop_sequences", "a list of strings")
     for index, item in enumerate(value):
         require_str(item, f"stop_sequences[{index}]")
     return list(value)
 
 
 def _tools(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"tools: must be a list, not {json_type(value)}")
     out = []
-    for index, tool in enumerate(value):
+    for index, tool in enumerate(optional_list(value, "tools")):
         where = f"tools[{index}]"
         require_mapping(tool, where)
         kind = tool.get("type")

@@ -11,7 +11,7 @@ from ....protocols.usage_counts import usage_counts
 from ....response import Response
 from ...answers import Answer
 from ...upstream import openai_chunk
-from . import translate as ollama_face
+from .shapes import final_body
 
 __all__ = ["OllamaAnswer"]
 
@@ -42,9 +42,7 @@ class OllamaAnswer(Answer):
             output_tokens=None,
             created_at=_now(),
         )
-        if self.shape == "chat":
-            return ollama_face.chat_body(tool_calls=[], **common)
-        return ollama_face.generate_body(**common)
+        return final_body(self.shape, **common)
 
     def body(self, response: Response) -> dict[str, Any]:
         # Raises UndecodableArguments (an AnswerRejected) for a tool call it must not pass on.
@@ -60,9 +58,7 @@ class OllamaAnswer(Answer):
             created_at=_now(),
             cached_tokens=_given(response.cached_tokens, counts.cached),
         )
-        if self.shape == "chat":
-            return ollama_face.chat_body(tool_calls=list(response.tool_calls), **common)
-        return ollama_face.generate_body(**common)
+        return final_body(self.shape, tool_calls=list(response.tool_calls), **common)
 
 
 def _now() -> str:

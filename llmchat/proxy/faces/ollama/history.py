@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from .... import fastjson, wire_json
 from ....errors import InvalidArgumentError, InvalidTypeError
-from ...field_checks import json_type, require_mapping, require_str
+from ...field_checks import json_type, optional_list, require_mapping, require_str
 from ...image_urls import data_url
 
 __all__ = ["ignored", "messages", "with_images"]
@@ -41,10 +41,7 @@ def ignored(body: Mapping[str, Any], known: frozenset[str], where: str = "") -> 
 
 def messages(value: Any) -> list[dict[str, Any]]:
     """The OpenAI messages for an Ollama ``messages`` list (None: none)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"messages: must be a list, not {json_type(value)}")
+    value = optional_list(value, "messages")
     out: list[dict[str, Any]] = []
     # (id, name) of every assistant tool call not yet answered, oldest first.
     unanswered: list[tuple[str, str]] = []
@@ -122,12 +119,8 @@ def with_images(content: str, images: Any, where: str) -> str | list[dict[str, A
 
 def _tool_calls(value: Any, message_index: int) -> list[dict[str, Any]]:
     where = f"messages[{message_index}].tool_calls"
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"{where}: must be a list, not {json_type(value)}")
     calls: list[dict[str, Any]] = []
-    for position, call in enumerate(value):
+    for position, call in enumerate(optional_list(value, where)):
         at = f"{where}[{position}]"
         require_mapping(call, at)
         function = call.get("function")

@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ....backends.openai_common import OpenAICommon
 from ...upstream import Upstream
 
 __all__ = ["ModelInfo", "model_info", "speaks_llama_cpp"]
@@ -50,8 +49,8 @@ def model_info(upstream: Upstream, model: str) -> ModelInfo:
     limits = upstream.limits()
     context = limits.get("context_length")
     context_length = context if _count(context) else None
-    props = _props(upstream.backend)
-    entry = _model_entry(upstream.backend, model)
+    props = _props(upstream)
+    entry = _model_entry(upstream, model)
     if context_length is None:
         context_length = _entry_context(entry)
     return ModelInfo(context_length, _capabilities(props, entry), props is not None)
@@ -59,13 +58,11 @@ def model_info(upstream: Upstream, model: str) -> ModelInfo:
 
 def speaks_llama_cpp(upstream: Upstream) -> bool:
     """True when the upstream answers ``GET /props`` as llama-server does (one side request)."""
-    return _props(upstream.backend) is not None
+    return _props(upstream) is not None
 
 
-def _props(backend: Any) -> Mapping[str, Any] | None:
-    if not isinstance(backend, OpenAICommon):
-        return None
-    payload, note = backend._probe_json("/props")
+def _props(upstream: Upstream) -> Mapping[str, Any] | None:
+    payload, note = upstream.probe_json("/props")
     if note is not None or not isinstance(payload, Mapping):
         return None
     if not isinstance(payload.get("chat_template_caps"), Mapping) and not isinstance(
@@ -75,10 +72,8 @@ def _props(backend: Any) -> Mapping[str, Any] | None:
     return payload
 
 
-def _model_entry(backend: Any, model: str) -> Mapping[str, Any] | None:
-    if not isinstance(backend, OpenAICommon):
-        return None
-    _, payload, note = backend._side_request("GET", backend._url("/models"), label="GET /models")
+def _model_entry(upstream: Upstream, model: str) -> Mapping[str, Any] | None:
+    _, payload, note = upstream.get_json("/models")
     data = payload.get("data") if isinstance(payload, Mapping) else None
     if note is not None or not isinstance(data, list):
         return None

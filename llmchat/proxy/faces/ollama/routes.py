@@ -1,7 +1,7 @@
 """The proxy's Ollama routes: metadata, chat and generate, and embeddings.
 
-Each handler takes the request's `ClientExchange` and answers through the
-`ProxyApp` it belongs to (its JSON/error writers and its completion runner);
+Each handler takes the request's `ClientExchange` (reading the body, answering
+JSON or an error) and runs completions through the `Completions` it was given;
 translation is the pure modules' (`translate`, `shapes`,
 `embed`), what the upstream says of its model `models`', and
 the embeddings call `embeddings`'.
@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ....errors import InvalidArgumentError
+from ...completions import Completions
 from ...embeddings import Embeddings, fetch_embeddings
 from ...outbound import client_json
+from ...router import Route, Router
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Relay, UpstreamUnavailable, client_message
 from . import embed as ollama_embed
@@ -24,34 +26,52 @@ from .answer import OllamaAnswer
 from .models import model_info, speaks_llama_cpp
 
 if TYPE_CHECKING:
-    from ...app import ProxyApp
     from ...client_exchange import ClientExchange
 
-__all__ = ["OllamaRoutes"]
+__all__ = ["OllamaRoutes", "register"]
 
 # What `think: false` sends to a llama.cpp upstream: "none" turns the template's
 # thinking off there (enable_thinking false); other servers are sent nothing.
 _LLAMA_CPP_NO_REASONING: Final = {"reasoning_effort": "none"}
 
 
-class OllamaRoutes:
-    """The Ollama face's route handlers, bound to one `ProxyApp`."""
+def register(router: Router, completions: Completions) -> None:
+    """Put the Ollama face's routes in `router`, answering through `completions`."""
+    face = OllamaRoutes(completions)
+    router.add(
+        Route(method, path, "ollama", handler)
+        for method, path, handler in (
+            ("GET", "/api/version", face.version),
+            ("GET", "/api/tags", face.tags),
+            ("GET", "/api/ps", face.ps),
+            ("POST", "/api/show", face.show),
+            ("POST", "/api/chat", face.chat),
+            ("POST", "/api/generate", face.generate),
+            ("POST", "/api/embed", face.embed),
+            ("POST", "/api/embeddings", face.embeddings),
+        )
+    )
 
-    def __init__(self, app: ProxyApp) -> None:
-        self._app = app
+
+class OllamaRoutes:
+    """The Ollama face's route handlers, over the `completions` path they are given."""
+
+    def __init__(self, completions: Completions) -> None:
+        self.completions = completions
+        self.upstream = completions.upstream
         self._llama_cpp: bool | None = None
         """Whether the upstream is llama-server; learnt once, on the first ``think: false``."""
 
     # -- metadata -----------------------------------------------------------
 
     def version(self, exchange: ClientExchange) -> list[bytes]:
-        return self._app._json(exchange, 200, ollama_face.version_body())
+        return exchange.json(200, ollama_face.version_body())
 
     def tags(self, exchange: ClientExchange) -> list[bytes]:
         return self._models(exchange, ollama_face.tags_body)
 
     def ps(self, exchange: ClientExchange) -> list[bytes]:
-        context = self._app.upstream.limits().get("context_length")
+        context = self.upstream.limits().get("context_length")
         return self._models(
             exchange, lambda names: ollama_face.ps_body(names, _count_or_none(context))
         )
@@ -60,47 +80,45 @@ class OllamaRoutes:
         self, exchange: ClientExchange, shape: Callable[[list[str]], dict[str, Any]]
     ) -> list[bytes]:
         try:
-            names = self._app.upstream.model_names()
+            names = self.upstream.model_names()
         except UpstreamUnavailable:
-            return self._app._error(exchange, 502, client_message("connection", None), "connection")
-        return self._app._json(exchange, 200, shape(names))
+            return exchange.error(502, client_message("connection", None), "connection")
+        return exchange.json(200, shape(names))
 
     def show(self, exchange: ClientExchange) -> list[bytes]:
-        body = self._app._read_json(exchange)
+        body = exchange.read_json()
         model = body.get("model", body.get("name"))
         if not isinstance(model, str) or not model:
             raise InvalidArgumentError("model: a model name is required")
-        info = model_info(self._app.upstream, model)
+        info = model_info(self.upstream, model)
         if info.llama_cpp:
             self._llama_cpp = True
-        return self._app._json(
-            exchange, 200, ollama_face.show_body(info.context_length, info.capabilities)
-        )
+        return exchange.json(200, ollama_face.show_body(info.context_length, info.capabilities))
 
     # -- completions --------------------------------------------------------
 
     def chat(self, exchange: ClientExchange) -> Iterable[bytes]:
-        body = self._app._read_json(exchange)
+        body = exchange.read_json()
         request = ollama_face.chat_request(body, no_reasoning=self._no_reasoning(body))
         answer = OllamaAnswer(body, "chat")
         if not body.get("messages"):
             return self._load(exchange, body, request, answer)
-        return self._app._complete(exchange, request, answer)
+        return self.completions.complete(exchange, request, answer)
 
     def generate(self, exchange: ClientExchange) -> Iterable[bytes]:
-        body = self._app._read_json(exchange)
+        body = exchange.read_json()
         request = ollama_face.generate_request(body, no_reasoning=self._no_reasoning(body))
         answer = OllamaAnswer(body, "generate")
         if not body.get("prompt") and not body.get("images"):
             return self._load(exchange, body, request, answer)
-        return self._app._complete(exchange, request, answer)
+        return self.completions.complete(exchange, request, answer)
 
     def _no_reasoning(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """What turns reasoning off upstream, for a ``think: false`` request; None elsewhere."""
         if body.get("think") is not False:
             return None
         if self._llama_cpp is None:
-            self._llama_cpp = speaks_llama_cpp(self._app.upstream)
+            self._llama_cpp = speaks_llama_cpp(self.upstream)
         return _LLAMA_CPP_NO_REASONING if self._llama_cpp else None
 
     def _load(
@@ -116,17 +134,17 @@ class OllamaRoutes:
         """
         loaded = answer.loaded(_unloading(body))
         if not request.get("stream"):
-            return self._app._json(exchange, 200, loaded)
-        data = client_json(loaded, self._app.upstream.redactor()) + b"\n"
+            return exchange.json(200, loaded)
+        data = client_json(loaded, self.upstream.redactor()) + b"\n"
         exchange.event.stream = True
         exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
-        self._app._record(exchange)
+        exchange.record()
         return [data]
 
     # -- embeddings ---------------------------------------------------------
 
     def embed(self, exchange: ClientExchange) -> list[bytes]:
-        request = ollama_embed.embed_request(self._app._read_json(exchange))
+        request = ollama_embed.embed_request(exchange.read_json())
         started = time.monotonic_ns()
         result = self._embeddings(exchange, request)
         if not isinstance(result, Embeddings):
@@ -138,14 +156,14 @@ class OllamaRoutes:
             prompt_tokens=result.prompt_tokens,
             total_duration_ns=time.monotonic_ns() - started,
         )
-        return self._app._json(exchange, 200, body)
+        return exchange.json(200, body)
 
     def embeddings(self, exchange: ClientExchange) -> list[bytes]:
-        request = ollama_embed.embeddings_request(self._app._read_json(exchange))
+        request = ollama_embed.embeddings_request(exchange.read_json())
         result = self._embeddings(exchange, request)
         if not isinstance(result, Embeddings):
             return result
-        return self._app._json(exchange, 200, ollama_embed.embeddings_body(result.vectors))
+        return exchange.json(200, ollama_embed.embeddings_body(result.vectors))
 
     def _embeddings(
         self, exchange: ClientExchange, request: dict[str, Any]
@@ -156,18 +174,13 @@ class OllamaRoutes:
         relay = Relay()
         watch = HangupWatch(client_socket(exchange.environ), relay.cancel).start()
         try:
-            result = fetch_embeddings(self._app.upstream, relay, request)
+            result = fetch_embeddings(self.upstream, relay, request)
         finally:
             watch.stop()
         if isinstance(result, Embeddings):
             exchange.event.input_tokens = result.prompt_tokens
             return result
-        if watch.hung_up.is_set() or result.error_class == "client_abort":
-            return self._app._aborted(exchange)
-        exchange.event.error_type = result.error_class
-        return self._app._error(
-            exchange, result.status, result.message, result.error_class, failure=result
-        )
+        return exchange.failed(result, watch.hung_up.is_set())
 
 
 def _count_or_none(value: Any) -> int | None:

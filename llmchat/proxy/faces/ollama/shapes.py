@@ -1,7 +1,7 @@
 """What an Ollama client reads from the proxy: the answer and metadata bodies.
 
-Pure builders, no I/O and no clock (times are passed in): `chat_body`,
-`generate_body`, `error_body`, `tags_body`, `ps_body`, `show_body`,
+Pure builders, no I/O and no clock (times are passed in): `final_body`
+(`chat_body`, `generate_body`), `error_body`, `tags_body`, `ps_body`, `show_body`,
 and `version_body` (a tool call's entry is `protocols.ollama.ollama_tool_call`).
 Request translation is `translate`'s; what the upstream can tell about its
 model is `models`'.
@@ -21,6 +21,7 @@ __all__ = [
     "SHOW_ARCHITECTURE",
     "chat_body",
     "error_body",
+    "final_body",
     "generate_body",
     "ps_body",
     "show_body",
@@ -47,69 +48,42 @@ _EPOCH: Final = "1970-01-01T00:00:00Z"
 _NEVER: Final = "9999-12-31T23:59:59Z"
 
 
-def chat_body(
+def final_body(
+    shape: str,
     *,
     model: str,
     text: str,
     thinking: str | None,
-    tool_calls: list[ToolCall],
     done_reason: str,
     input_tokens: int | None,
     output_tokens: int | None,
-    total_duration_ns: int | None = None,
     created_at: str,
+    tool_calls: Sequence[ToolCall] = (),
+    total_duration_ns: int | None = None,
     cached_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The non-streaming ``/api/chat`` response.
+    """The non-streaming ``/api/chat`` (`shape` ``"chat"``) or ``/api/generate`` response.
 
-    ``thinking`` and ``tool_calls`` appear only when non-empty,
+    ``thinking`` and (chat) ``tool_calls`` appear only when non-empty,
     ``total_duration`` and ``prompt_eval_cached_count`` only when given;
     token counts default to 0. Raises `UndecodableArguments` for a call whose
     arguments were not a JSON object: no client may run it with ``{}``.
+    A generate body has no ``context``: it is deprecated in Ollama, optional
+    in its clients, and the proxy could only ever send back an empty one.
     """
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if thinking:
-        message["thinking"] = thinking
-    if tool_calls:
-        message["tool_calls"] = [ollama_tool_call(c, i) for i, c in enumerate(tool_calls)]
-    out: dict[str, Any] = {"model": model, "created_at": created_at, "message": message}
-    finish(out, done_reason, input_tokens, output_tokens, total_duration_ns, cached_tokens)
-    return out
-
-
-def generate_body(
-    *,
-    model: str,
-    text: str,
-    thinking: str | None,
-    done_reason: str,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    total_duration_ns: int | None = None,
-    created_at: str,
-    cached_tokens: int | None = None,
-) -> dict[str, Any]:
-    """The non-streaming ``/api/generate`` response.
-
-    No ``context``: it is deprecated in Ollama, optional in its clients, and
-    the proxy could only ever send back an empty one.
-    """
-    out: dict[str, Any] = {"model": model, "created_at": created_at, "response": text}
-    if thinking:
-        out["thinking"] = thinking
-    finish(out, done_reason, input_tokens, output_tokens, total_duration_ns, cached_tokens)
-    return out
-
-
-def finish(
-    out: dict[str, Any],
-    done_reason: str,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    total_duration_ns: int | None = None,
-    cached_tokens: int | None = None,
-) -> None:
-    """Add the closing fields every final chat/generate object carries to `out`."""
+    out: dict[str, Any] = {"model": model, "created_at": created_at}
+    if shape == "chat":
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if thinking:
+            message["thinking"] = thinking
+        if tool_calls:
+            message["tool_calls"] = [ollama_tool_call(c, i) for i, c in enumerate(tool_calls)]
+        out["message"] = message
+    else:
+        out["response"] = text
+        if thinking:
+            out["thinking"] = thinking
+    # The closing fields every final chat/generate object carries.
     out["done"] = True
     out["done_reason"] = done_reason
     if total_duration_ns is not None:
@@ -118,6 +92,17 @@ def finish(
     if cached_tokens is not None:
         out["prompt_eval_cached_count"] = int(cached_tokens)
     out["eval_count"] = int(output_tokens or 0)
+    return out
+
+
+def chat_body(**fields: Any) -> dict[str, Any]:
+    """`final_body` for ``/api/chat``."""
+    return final_body("chat", **fields)
+
+
+def generate_body(**fields: Any) -> dict[str, Any]:
+    """`final_body` for ``/api/generate``."""
+    return final_body("generate", **fields)
 
 
 def tags_body(models: list[str]) -> dict[str, Any]:

@@ -75,11 +75,19 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ....errors import InvalidArgumentError, InvalidTypeError
-from ...field_checks import integer, json_type, number, require_bool, require_mapping, require_str
+from ...field_checks import (
+    integer,
+    json_type,
+    number,
+    optional_list,
+    require_bool,
+    require_mapping,
+    require_str,
+)
 from .history import ignored, log, with_images
 from .history import messages as history
 from .shapes import (
@@ -207,20 +215,18 @@ def generate_request(
     require_mapping(body, "body")
     ignored(body, _GENERATE_FIELDS)
     model = _model(body)
-    suffix = body.get("suffix")
-    if suffix is not None:
-        require_str(suffix, "suffix")
-        if suffix:
-            raise InvalidArgumentError(
-                "suffix: fill-in-the-middle is not supported over a chat-completions upstream"
-            )
-    raw = body.get("raw")
-    if raw is not None:
-        require_bool(raw, "raw")
-        if raw:
-            raise InvalidArgumentError(
-                "raw: raw prompts are not supported; the upstream applies its own chat template"
-            )
+    _refuse_if_set(
+        body,
+        "suffix",
+        require_str,
+        "fill-in-the-middle is not supported over a chat-completions upstream",
+    )
+    _refuse_if_set(
+        body,
+        "raw",
+        require_bool,
+        "raw prompts are not supported; the upstream applies its own chat template",
+    )
     for name in ("width", "height", "steps"):
         if body.get(name) is not None:
             raise InvalidArgumentError(f"{name}: image generation is not supported")
@@ -335,11 +341,18 @@ def _stop(value: Any) -> str | list[str] | None:
     return list(value) if value else None
 
 
+def _refuse_if_set(
+    body: Mapping[str, Any], name: str, require: Callable[[Any, str], Any], why: str
+) -> None:
+    """Refuse a field the upstream cannot honour when it is set (non-empty, true); absent or
+    empty it changes nothing and passes, once its type is right."""
+    value = body.get(name)
+    if value is not None and require(value, name):
+        raise InvalidArgumentError(f"{name}: {why}")
+
+
 def _tools(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidTypeError(f"tools: must be a list, not {json_type(value)}")
+    value = optional_list(value, "tools")
     for index, tool in enumerate(value):
         require_mapping(tool, f"tools[{index}]")
     return [dict(tool) for tool in value]

@@ -9,14 +9,14 @@ cut, never as a clean end. Accounted for in `close()` like every body
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from ...bodies import AccountedBody
+from ...client_exchange import ClientExchange
 from ...error_shapes import StreamCut
 from ...failures import log_upstream_failure
 from ...server.hangup import HangupWatch
 from ...upstream import Relay, RelayBroken
-from ...usage import UsageEvent
 from .relay_end import FrameGate, error_frame
 from .relay_meter import RelayMeter
 
@@ -29,13 +29,12 @@ class RelayBody(AccountedBody):
 
     def __init__(
         self,
-        event: UsageEvent,
-        record: Callable[[], None],
+        exchange: ClientExchange,
         relay: Relay,
         meter: RelayMeter,
         watch: HangupWatch,
     ) -> None:
-        super().__init__(event, record, watch)
+        super().__init__(exchange, watch)
         self._relay = relay
         self._meter = meter
 

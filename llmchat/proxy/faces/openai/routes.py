@@ -12,43 +12,61 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ...bodies import STREAM_HEADERS
+from ...completions import Completions
+from ...router import Route, Router
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Relay
 from .relay_body import RelayBody
 from .relay_meter import RelayMeter
 
 if TYPE_CHECKING:
-    from ...app import ProxyApp
     from ...client_exchange import ClientExchange
+    from ...upstream import Upstream
 
-__all__ = ["chat", "embeddings", "models", "relay"]
-
-
-def chat(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
-    """``POST /v1/chat/completions``, read whole first: the size limit holds, and the
-    usage event gets the model and whether it streamed."""
-    body = app._read_json(exchange)
-    exchange.event.stream = bool(body.get("stream"))
-    return relay(app, exchange, "POST", "/chat/completions", exchange.body_bytes)
+__all__ = ["OpenAIRoutes", "register", "relay"]
 
 
-def models(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
-    """``GET /v1/models``."""
-    return relay(app, exchange, "GET", "/models", None)
+def register(router: Router, completions: Completions) -> None:
+    """Put the OpenAI face's relayed routes in `router`, over `completions`' upstream."""
+    face = OpenAIRoutes(completions.upstream)
+    router.add(
+        [
+            Route("POST", "/v1/chat/completions", "openai", face.chat),
+            Route("GET", "/v1/models", "openai", face.models),
+            Route("POST", "/v1/embeddings", "openai", face.embeddings),
+        ]
+    )
 
 
-def embeddings(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
-    """``POST /v1/embeddings``: the client's body to the upstream, its answer back as sent.
+class OpenAIRoutes:
+    """The OpenAI face's handlers: each relays to `upstream`, untranslated."""
 
-    Read whole first, like a chat body: the size limit holds, the body must be
-    JSON and its ``model`` lands on the usage event.
-    """
-    app._read_json(exchange)
-    return relay(app, exchange, "POST", "/embeddings", exchange.body_bytes)
+    def __init__(self, upstream: Upstream) -> None:
+        self.upstream = upstream
+
+    def chat(self, exchange: ClientExchange) -> Iterable[bytes]:
+        """``POST /v1/chat/completions``, read whole first: the size limit holds, and the
+        usage event gets the model and whether it streamed."""
+        body = exchange.read_json()
+        exchange.event.stream = bool(body.get("stream"))
+        return relay(self.upstream, exchange, "POST", "/chat/completions", exchange.body_bytes)
+
+    def models(self, exchange: ClientExchange) -> Iterable[bytes]:
+        """``GET /v1/models``."""
+        return relay(self.upstream, exchange, "GET", "/models", None)
+
+    def embeddings(self, exchange: ClientExchange) -> Iterable[bytes]:
+        """``POST /v1/embeddings``: the client's body to the upstream, its answer back as sent.
+
+        Read whole first, like a chat body: the size limit holds, the body must be
+        JSON and its ``model`` lands on the usage event.
+        """
+        exchange.read_json()
+        return relay(self.upstream, exchange, "POST", "/embeddings", exchange.body_bytes)
 
 
 def relay(
-    app: ProxyApp, exchange: ClientExchange, method: str, path: str, data: bytes | None
+    upstream: Upstream, exchange: ClientExchange, method: str, path: str, data: bytes | None
 ) -> Iterable[bytes]:
     """Send `data` to the upstream's `path` and answer with what it says."""
     upstream_call = Relay()
@@ -56,19 +74,14 @@ def relay(
     # sends no headers until generation ends, so prefill may be all there is.
     watch = HangupWatch(client_socket(exchange.environ), upstream_call.cancel).start()
     try:
-        app.upstream.relay(upstream_call, method, path, data)
+        upstream.relay(upstream_call, method, path, data)
     except BaseException:
         watch.stop()
         raise
     failure = upstream_call.failure
     if failure is not None:
         watch.stop()
-        if watch.hung_up.is_set() or failure.error_class == "client_abort":
-            return app._aborted(exchange)
-        exchange.event.error_type = failure.error_class
-        return app._error(
-            exchange, failure.status, failure.message, failure.error_class, failure=failure
-        )
+        return exchange.failed(failure, watch.hung_up.is_set())
     http = upstream_call.http  # a 2xx: an error status is a failure
     content_type = upstream_call.redactor.text(http.headers.get("Content-Type", "application/json"))
     meter = RelayMeter(
@@ -77,4 +90,4 @@ def relay(
     )
     # No Content-Length: scrubbing the key out can change the body's length.
     exchange.begin(http.status_code, content_type, STREAM_HEADERS if meter.event_stream else ())
-    return RelayBody(exchange.event, lambda: app._record(exchange), upstream_call, meter, watch)
+    return RelayBody(exchange, upstream_call, meter, watch)

@@ -2,7 +2,7 @@
 
 The body is translated (`translate`) before any upstream I/O; a refusal
 is OpenAI's 400 with the ``param`` it names. The chat request then runs
-through the app's one completion path (`ProxyApp._complete`) with a
+through the proxy's one completion path (`Completions.complete`) with a
 `ResponsesAnswer`: a stream of Responses events, or the whole Response object.
 """
 
@@ -24,20 +24,26 @@ from ....protocols.responses_objects import (
 from ....protocols.responses_shape import OutputShape
 from ....response import Response
 from ...answers import Answer
+from ...completions import Completions
+from ...router import Route, Router
 from ...upstream import Failure
 from . import memo as responses_memo
 from .translate import Unsupported, error_body, responses_request
 
 if TYPE_CHECKING:
-    from ...app import ProxyApp
     from ...client_exchange import ClientExchange
 
-__all__ = ["ResponsesAnswer", "create"]
+__all__ = ["ResponsesAnswer", "create", "register"]
 
 
-def create(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
+def register(router: Router, completions: Completions) -> None:
+    """Put ``POST /v1/responses`` in `router`, answering through `completions`."""
+    router.add([Route("POST", "/v1/responses", "openai", lambda ex: create(completions, ex))])
+
+
+def create(completions: Completions, exchange: ClientExchange) -> Iterable[bytes]:
     """Answer one ``POST /v1/responses``."""
-    body = app._read_json(exchange)
+    body = exchange.read_json()
     try:
         request, echo = responses_request(body)
     except (ValueError, TypeError) as exc:
@@ -48,8 +54,8 @@ def create(app: ProxyApp, exchange: ClientExchange) -> Iterable[bytes]:
         # The log line names the field first, as every face's does; OpenAI's own
         # wording ("Previous response with id … not found.") names it nowhere.
         said = f"{param}: {exc}" if param and not str(exc).startswith(param) else str(exc)
-        return app._error(exchange, 400, said, "invalid_request", body=body)
-    return app._complete(exchange, request, ResponsesAnswer(echo))
+        return exchange.error(400, said, "invalid_request", body=body)
+    return completions.complete(exchange, request, ResponsesAnswer(echo))
 
 
 class ResponsesAnswer(Answer):
