@@ -16,7 +16,7 @@ import itertools
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 __all__ = ["Exchange"]
@@ -199,15 +199,44 @@ class _Watchdog:
 
 
 _WATCHDOG: Final = _Watchdog()
-_current = threading.local()
 
 
-def _attach_to_current(conn: Any, sock: socket.socket | None) -> None:
+class _Sending(threading.local):
+    """What this thread is sending now; the pool's hooks read it (they get no arguments)."""
+
+    exchange: Exchange | None = None
+    fresh: bool = False
+
+
+_SENDING: Final = _Sending()
+
+
+@contextlib.contextmanager
+def sending(exchange: Exchange, *, fresh: bool) -> Iterator[None]:
+    """Mark `exchange` as the one this thread sends within the block.
+
+    urllib3 opens and pools connections with no way to pass our exchange down,
+    so its hooks (`pool`) find it here. `fresh` asks for a new connection (a
+    resend after a dead pooled one).
+    """
+    _SENDING.exchange, _SENDING.fresh = exchange, fresh
+    try:
+        yield
+    finally:
+        _SENDING.exchange, _SENDING.fresh = None, False
+
+
+def sending_fresh() -> bool:
+    """Whether the request this thread sends must go out on a new connection."""
+    return _SENDING.fresh
+
+
+def attach_to_current(conn: Any, sock: socket.socket | None) -> None:
     """Register `sock` on the exchange this thread is sending, and remember it on `conn`.
 
     The pool detaches it again when `conn` goes back to the pool.
     """
-    exchange = getattr(_current, "exchange", None)
+    exchange = _SENDING.exchange
     if exchange is not None and sock is not None:
         conn.llmchat_exchange = exchange
         conn.llmchat_sock = sock
