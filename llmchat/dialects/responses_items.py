@@ -158,7 +158,8 @@ def citation_key(citation: Any) -> str | None:
         for pair in parts.query.split("&")
         if pair and not pair.split("=", 1)[0].lower().startswith("utm_")
     ]
-    return urlunsplit(parts._replace(query="&".join(kept)))
+    query = "&".join(kept)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 def item_citations(item: Mapping[str, Any]) -> list[Any]:

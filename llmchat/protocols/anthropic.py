@@ -166,8 +166,7 @@ class AnthropicStream(StreamTranslator):
 
     # -- chunk handling ---------------------------------------------------
 
-    def _note(self, chunk: Mapping[str, Any]) -> None:
-        super()._note(chunk)
+    def _note_more(self, chunk: Mapping[str, Any]) -> None:
         cached = usage_counts(chunk.get("usage")).cached
         if cached is not None:
             self._cached_tokens = cached

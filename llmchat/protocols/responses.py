@@ -198,8 +198,7 @@ class ResponsesStream(StreamTranslator):
 
     # -- chunk handling ---------------------------------------------------
 
-    def _note(self, chunk: Mapping[str, Any]) -> None:
-        super()._note(chunk)
+    def _note_more(self, chunk: Mapping[str, Any]) -> None:
         usage = chunk.get("usage")
         if not isinstance(usage, Mapping):
             return

@@ -116,6 +116,10 @@ class StreamTranslator:
                 self._input_tokens = prompt
             if completion is not None:
                 self._output_tokens = completion
+        self._note_more(chunk)
+
+    def _note_more(self, chunk: Mapping[str, Any]) -> None:
+        """What a format records from any chunk beyond `_note`'s model and usage counts."""
 
     def _override_counts(self, input_tokens: Any, output_tokens: Any) -> None:
         """`finish`'s token arguments win over what the stream reported."""
