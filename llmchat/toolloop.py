@@ -29,7 +29,7 @@ from .chunk import Chunk
 from .errors import InvalidArgumentError, InvalidTypeError
 from .messages import Message, MessageLike, coerce_messages
 from .response import Response
-from .tools import ToolCall
+from .tools import ToolCall, tool_definitions
 
 __all__ = ["LIMIT_REASONS", "ToolLoop"]
 
@@ -75,10 +75,7 @@ class ToolLoop:
             raise InvalidTypeError(
                 f"backend must have a chat_completion method, got {type(backend).__name__}"
             )
-        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-            raise InvalidTypeError(
-                f"tools must be a list of tool definitions, got {type(tools).__name__}"
-            )
+        tool_definitions(tools)
         if not tools:
             raise InvalidArgumentError("tools must not be empty; a ToolLoop needs a tool to offer")
         for index, tool in enumerate(tools):

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
+from ..tools import tool_definitions
 from .base import LLAMA_CPP_SETTINGS
 from .gemini_contents import contents_of
 
@@ -165,13 +166,9 @@ def function_declarations(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     (``{"googleSearch": {}}``, ``{"functionDeclarations": [...]}``) is Gemini's
     own and is sent as given, after the declarations.
     """
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise InvalidTypeError(
-            f"tools must be a list of tool definitions, got {type(tools).__name__}"
-        )
     declarations: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
-    for index, tool in enumerate(tools):
+    for index, tool in enumerate(tool_definitions(tools)):
         if not isinstance(tool, Mapping):
             raise InvalidTypeError(f"tools[{index}] must be a mapping, got {type(tool).__name__}")
         if tool.get("type") != "function":

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from ..tools import ToolCall, decode_arguments
+from ..tools import ToolCall, decoded_call
 from .base import Delta, Dialect, Framing, inband_error, is_count
 
 __all__ = [
@@ -117,17 +117,10 @@ class OllamaChat(Dialect):
     def _call(self, data: Mapping[str, Any]) -> ToolCall:
         function = data.get("function")
         function = function if isinstance(function, Mapping) else {}
-        arguments, text, undecodable = decode_arguments(function.get("arguments"))
         given = data.get("id")
         call_id = given if isinstance(given, str) and given else f"call_{self._calls}"
         self._calls += 1
-        return ToolCall(
-            name=str(function.get("name") or ""),
-            arguments=arguments,
-            id=call_id,
-            arguments_json=text,
-            arguments_undecodable=undecodable,
-        )
+        return decoded_call(function.get("name"), function.get("arguments"), call_id)
 
     def _done(self, payload: Mapping[str, Any], out: Delta, whole: bool) -> None:
         """Record what this line adds; on ``done: true`` the finish, the end and the parts."""

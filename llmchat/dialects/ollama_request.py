@@ -30,6 +30,7 @@ from typing import Any, Final
 from .. import fastjson
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
+from ..tools import tool_definitions
 
 __all__ = ["chat_body", "generate_body", "prompt_parts", "tool_names"]
 
@@ -374,11 +375,7 @@ def _tools(
         )
     if tools is None:
         return []
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise InvalidTypeError(
-            f"tools must be a list of tool definitions, got {type(tools).__name__}"
-        )
-    return [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tools)]
+    return [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tool_definitions(tools))]
 
 
 def _tool(tool: Any, where: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 
 from ..messages import content_text
 from ..tools import ToolCall
-from .base import Delta, Dialect, inband_error, is_count, usage_block
+from .base import Delta, Dialect, inband_error, is_count, model_and_usage
 from .openai_shapes import OpenAIChoice, OpenAIChunk, OpenAIDelta, OpenAIUsage
 
 __all__ = [
@@ -206,17 +206,10 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     ``input_tokens_details.cached_tokens``) where the usual names are absent.
     A count of 0 is kept: 0 is a real value.
     """
-    raw: Any = payload
-    chunk: OpenAIChunk = raw
-    fields: dict[str, Any] = {}
-    model = chunk.get("model")
-    if type(model) is str and model:
-        fields["model"] = model
-    usage = chunk.get("usage")
-    if not isinstance(usage, Mapping):
-        return fields
-    fields["usage"] = usage_block(usage)
-    _counts(usage, fields)
+    fields, usage = model_and_usage(payload)
+    if usage is not None:
+        raw: Any = usage
+        _counts(raw, fields)
     return fields
 
 
