@@ -157,6 +157,21 @@ def usage_block(usage: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def lone_content(message: Any, keys: frozenset[str]) -> str | None:
+    """The text of a message or delta that holds nothing but `keys`: the fast path's test.
+
+    `message` must be a dict whose keys are all in `keys` and whose
+    ``content`` is a str (absent or null: ``""``); anything else gives None,
+    and the caller reads the frame the general way.
+    """
+    if type(message) is not dict or not message.keys() <= keys:
+        return None
+    content = message.get("content")
+    if content is None:
+        return ""
+    return content if type(content) is str else None
+
+
 def model_and_usage(
     source: Mapping[str, Any], model_key: str = "model", usage_key: str = "usage"
 ) -> tuple[dict[str, Any], Mapping[str, Any] | None]:

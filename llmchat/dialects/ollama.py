@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..tools import ToolCall, decoded_call
-from .base import Delta, Dialect, Framing, inband_error, is_count
+from .base import Delta, Dialect, Framing, inband_error, is_count, lone_content
 
 __all__ = [
     "DURATIONS",
@@ -89,7 +89,7 @@ class OllamaChat(Dialect):
 
     def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
         if not whole and payload.get("done") is False and "error" not in payload:
-            plain = _plain_content(payload.get("message"))
+            plain = lone_content(payload.get("message"), _PLAIN_MESSAGE)
             if plain is not None:
                 if plain:
                     self._answered = True
@@ -171,16 +171,6 @@ class OllamaGenerate(OllamaChat):
     def _body(self, payload: Mapping[str, Any], out: Delta) -> None:
         out.text = _text(payload.get("response"))
         out.thinking = _text(payload.get("thinking"))
-
-
-def _plain_content(message: Any) -> str | None:
-    """The content of a line that is one content piece and nothing else; else None."""
-    if type(message) is not dict or not message.keys() <= _PLAIN_MESSAGE:
-        return None
-    content = message.get("content")
-    if content is None:
-        return ""
-    return content if type(content) is str else None
 
 
 def _text(value: Any) -> str:

@@ -17,9 +17,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 __all__ = ["Exchange"]
+
+_T = TypeVar("_T")
 
 
 class Exchange:
@@ -52,18 +54,12 @@ class Exchange:
         It runs in the aborting thread, outside the exchange's lock; what it
         raises is ignored. `finish()` drops the callbacks not yet run.
         """
-        with self._lock:
-            if self.aborted is None:
-                self._callbacks.append(callback)
-                return
-        _call_quietly(callback)
+        if not self._kept(self._callbacks.append, callback):
+            _call_quietly(callback)
 
     def attach_socket(self, sock: socket.socket) -> None:
-        with self._lock:
-            if self.aborted is None:
-                self._sockets.append(sock)
-                return
-        _shutdown(sock)
+        if not self._kept(self._sockets.append, sock):
+            _shutdown(sock)
 
     def detach_socket(self, sock: socket.socket) -> bool:
         """Forget `sock` (its connection goes back to the pool); False if already aborted.
@@ -81,11 +77,23 @@ class Exchange:
             return True
 
     def attach_response(self, response: Any) -> None:
+        if not self._kept(self._set_response, response):
+            _close_quietly(response)
+
+    def _kept(self, keep: Callable[[_T], object], item: _T) -> bool:
+        """`keep(item)` under the lock unless the exchange is aborted; False if it was.
+
+        Then the caller deals with `item` itself (shuts the socket down, runs
+        the callback): one check, so nothing lands after the abort took its list.
+        """
         with self._lock:
             if self.aborted is None:
-                self._response = response
-                return
-        _close_quietly(response)
+                keep(item)
+                return True
+        return False
+
+    def _set_response(self, response: Any) -> None:
+        self._response = response
 
     def abort(self, reason: str) -> None:
         with self._lock:
