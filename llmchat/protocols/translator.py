@@ -152,5 +152,9 @@ class StreamTranslator:
         return data
 
     def _salvage(self) -> bytes:
-        """Bytes already built for a chunk that then failed, to send before the error."""
-        return b""
+        """Bytes already built for a chunk that then failed, to send before the error.
+
+        By default the events gathered in `_out`: they are consistent with the
+        state, so the error follows exactly what the client has seen.
+        """
+        return self._take()
