@@ -113,9 +113,9 @@ class ToolLoop:
         self.on_tool_result = on_tool_result
         self.on_limit = on_limit
         self.messages: list[Message] = []
+        """The last run's transcript: its input, then everything the loop appended."""
         self.response: Response | None = None
         """The final Response of the last run: the answer, or the first failed round."""
-        """The last run's transcript: its input, then everything the loop appended."""
         self.limit_reason: str | None = None
         """The limit the last run reached (one of `LIMIT_REASONS`); None if none."""
 
