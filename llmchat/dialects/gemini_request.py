@@ -36,6 +36,7 @@ from ..messages import Message
 from ..tools import tool_definitions
 from .base import LLAMA_CPP_SETTINGS
 from .gemini_contents import contents_of
+from .request_checks import mapping_at, name_at
 
 __all__ = ["NOT_SENT", "build_request", "function_declarations", "tool_config"]
 
@@ -179,11 +180,8 @@ def function_declarations(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 
 
 def _declaration(function: Any, where: str) -> dict[str, Any]:
-    if not isinstance(function, Mapping):
-        raise InvalidTypeError(f"{where} must be a mapping")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"{where}.name must be a non-empty str")
+    function = mapping_at(function, where)
+    name = name_at(function, where)
     out: dict[str, Any] = {"name": name}
     if isinstance(function.get("description"), str):
         out["description"] = function["description"]
