@@ -188,9 +188,9 @@ class _Scan(Generic[AnyStr]):
         self, forms: tuple[AnyStr, ...], pattern: re.Pattern[AnyStr], starts: re.Pattern[AnyStr]
     ) -> None:
         self.pattern: re.Pattern[AnyStr] = pattern
-        """Any one form (longest first)."""
+        """One form or another (longest first)."""
         self.starts: re.Pattern[AnyStr] = starts
-        """Any first character of a form."""
+        """The first character of each form."""
         self.longest = max(len(form) for form in forms)
         self.prefixes: frozenset[AnyStr] = frozenset(
             form[:n] for form in forms for n in range(1, len(form))

@@ -93,7 +93,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, bool]:
     return value, raw, False
 
 
-def decoded_call(name: Any, raw_arguments: Any, call_id: str) -> ToolCall:
+def decoded_call(name: object, raw_arguments: object, call_id: str) -> ToolCall:
     """A whole call from a provider's name and arguments value (`decode_arguments` reads it)."""
     arguments, text, undecodable = decode_arguments(raw_arguments)
     return ToolCall(
@@ -227,7 +227,7 @@ def slot_for_fragment(
     return slot
 
 
-def tool_definitions(tools: Any) -> Sequence[Any]:
+def tool_definitions(tools: object) -> Sequence[Any]:
     """`tools` when it is a list of tool definitions (a sequence, not a str or mapping).
 
     Raises `InvalidTypeError` otherwise, in the one wording every request

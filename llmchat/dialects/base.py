@@ -157,7 +157,7 @@ def usage_block(usage: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def lone_content(message: Any, keys: frozenset[str]) -> str | None:
+def lone_content(message: object, keys: frozenset[str]) -> str | None:
     """The text of a message or delta that holds nothing but `keys`: the fast path's test.
 
     `message` must be a dict whose keys are all in `keys` and whose

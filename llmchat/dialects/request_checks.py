@@ -15,7 +15,7 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 __all__ = ["mapping_at", "name_at"]
 
 
-def mapping_at(value: Any, where: str) -> Mapping[str, Any]:
+def mapping_at(value: object, where: str) -> Mapping[str, Any]:
     """`value` when it is a mapping; `InvalidTypeError` naming `where` otherwise."""
     if not isinstance(value, Mapping):
         raise InvalidTypeError(f"{where} must be a mapping")
