@@ -17,11 +17,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 __all__ = ["Exchange"]
-
-_T = TypeVar("_T")
 
 
 class Exchange:
@@ -54,11 +52,11 @@ class Exchange:
         It runs in the aborting thread, outside the exchange's lock; what it
         raises is ignored. `finish()` drops the callbacks not yet run.
         """
-        if not self._kept(self._callbacks.append, callback):
+        if not self._kept(lambda: self._callbacks.append(callback)):
             _call_quietly(callback)
 
     def attach_socket(self, sock: socket.socket) -> None:
-        if not self._kept(self._sockets.append, sock):
+        if not self._kept(lambda: self._sockets.append(sock)):
             _shutdown(sock)
 
     def detach_socket(self, sock: socket.socket) -> bool:
@@ -77,18 +75,18 @@ class Exchange:
             return True
 
     def attach_response(self, response: Any) -> None:
-        if not self._kept(self._set_response, response):
+        if not self._kept(lambda: self._set_response(response)):
             _close_quietly(response)
 
-    def _kept(self, keep: Callable[[_T], object], item: _T) -> bool:
-        """`keep(item)` under the lock unless the exchange is aborted; False if it was.
+    def _kept(self, keep: Callable[[], object]) -> bool:
+        """`keep()` under the lock unless the exchange is aborted; False if it was.
 
-        Then the caller deals with `item` itself (shuts the socket down, runs
+        Then the caller deals with the item itself (shuts the socket down, runs
         the callback): one check, so nothing lands after the abort took its list.
         """
         with self._lock:
             if self.aborted is None:
-                keep(item)
+                keep()  # reads the lists under the lock: `finish` may have replaced them
                 return True
         return False
 
