@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .sse import EventTooLarge, SSEEvent
+from .sse import EventTooLarge, SSEEvent, feed_collecting
 
 __all__ = ["NDJSONDecoder"]
 
@@ -52,15 +52,7 @@ class NDJSONDecoder:
         Raises `EventTooLarge` when a line passes `max_event_bytes`; the
         decoder is then spent (feed it no more).
         """
-        out: list[SSEEvent] = []
-        if not data:
-            return out
-        try:
-            self._feed(data, out)
-        except EventTooLarge as exc:
-            exc.events = out
-            raise
-        return out
+        return feed_collecting(self._feed, data)
 
     def _feed(self, data: bytes, out: list[SSEEvent]) -> None:
         if self._lead is not None:

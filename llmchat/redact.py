@@ -20,7 +20,7 @@ import json
 import re
 import traceback
 from collections.abc import Iterable, Mapping
-from typing import AnyStr, Final
+from typing import AnyStr, Final, Generic
 from urllib.parse import quote, quote_plus
 
 from .errors import InvalidArgumentError, InvalidTypeError
@@ -131,16 +131,8 @@ class Redactor:
         self._bytes = re.compile(b"|".join(map(re.escape, self.byte_forms))) if ordered else None
         self.longest = max((len(form) for form in self.byte_forms), default=0)
         """The length in bytes of the longest form (a stream holds back less than this)."""
-        self._prefixes = frozenset(
-            form[:n] for form in self.byte_forms for n in range(1, len(form))
-        )
-        firsts = b"".join(re.escape(bytes([b])) for b in sorted({f[0] for f in self.byte_forms}))
-        self._starts = re.compile(b"[" + firsts + b"]") if firsts else None
-        # The same for text (`TextScrubber`): decoded deltas are scrubbed as text.
         self.longest_text = max((len(form) for form in ordered), default=0)
-        self._text_prefixes = frozenset(form[:n] for form in ordered for n in range(1, len(form)))
-        text_firsts = "".join(re.escape(c) for c in sorted({form[0] for form in ordered}))
-        self._text_starts = re.compile("[" + text_firsts + "]") if text_firsts else None
+        """The same for text (`TextScrubber`: decoded deltas are scrubbed as text)."""
 
     @classmethod
     def of(cls, secrets: Iterable[str]) -> Redactor:
@@ -183,36 +175,53 @@ class Redactor:
         """A new push scrubber for one text stream (a field's deltas, decoded)."""
         return TextScrubber(self)
 
-    # -- used by StreamScrubber --------------------------------------------
 
-    def _search(self, data: bytes, pos: int) -> re.Match[bytes] | None:
-        assert self._bytes is not None
-        return self._bytes.search(data, pos)
+class _Scan(Generic[AnyStr]):
+    """What a push scrubber of one kind (bytes or text) looks for; private to this module.
 
-    def _partial_at(self, data: bytes, pos: int) -> int | None:
+    Built from a Redactor's public forms and cached per set of forms
+    (`_byte_scan`, `_text_scan`), so a scrubber needs nothing private of its
+    Redactor.
+    """
+
+    def __init__(
+        self, forms: tuple[AnyStr, ...], pattern: re.Pattern[AnyStr], starts: re.Pattern[AnyStr]
+    ) -> None:
+        self.pattern: re.Pattern[AnyStr] = pattern
+        """One form or another (longest first)."""
+        self.starts: re.Pattern[AnyStr] = starts
+        """The first character of each form."""
+        self.longest = max(len(form) for form in forms)
+        self.prefixes: frozenset[AnyStr] = frozenset(
+            form[:n] for form in forms for n in range(1, len(form))
+        )
+        """Every proper prefix of a form: a tail that may yet become one."""
+
+    def partial_at(self, data: AnyStr, pos: int) -> int | None:
         """The first offset >= `pos` from which `data` to its end could begin a form."""
-        assert self._starts is not None
-        return _partial_at(data, pos, self.longest, self._starts, self._prefixes)
+        start = max(pos, len(data) - self.longest + 1)
+        while True:
+            found = self.starts.search(data, start)
+            if found is None:
+                return None
+            at = found.start()
+            if data[at:] in self.prefixes:
+                return at
+            start = at + 1
 
-    def _text_partial_at(self, text: str, pos: int) -> int | None:
-        """`_partial_at` for text: the first offset >= `pos` that could begin a text form."""
-        assert self._text_starts is not None
-        return _partial_at(text, pos, self.longest_text, self._text_starts, self._text_prefixes)
+
+@functools.lru_cache(maxsize=64)
+def _byte_scan(forms: tuple[bytes, ...]) -> _Scan[bytes]:
+    firsts = b"".join(re.escape(bytes([b])) for b in sorted({form[0] for form in forms}))
+    pattern = re.compile(b"|".join(map(re.escape, forms)))
+    return _Scan(forms, pattern, re.compile(b"[" + firsts + b"]"))
 
 
-def _partial_at(
-    data: AnyStr, pos: int, longest: int, starts: re.Pattern[AnyStr], prefixes: frozenset[AnyStr]
-) -> int | None:
-    """The first offset >= `pos` from which `data` to its end is one of `prefixes`."""
-    start = max(pos, len(data) - longest + 1)
-    while True:
-        found = starts.search(data, start)
-        if found is None:
-            return None
-        at = found.start()
-        if data[at:] in prefixes:
-            return at
-        start = at + 1
+@functools.lru_cache(maxsize=64)
+def _text_scan(forms: tuple[str, ...]) -> _Scan[str]:
+    firsts = "".join(re.escape(c) for c in sorted({form[0] for form in forms}))
+    pattern = re.compile("|".join(map(re.escape, forms)))
+    return _Scan(forms, pattern, re.compile("[" + firsts + "]"))
 
 
 @functools.lru_cache(maxsize=64)
@@ -231,20 +240,20 @@ class StreamScrubber:
     """
 
     def __init__(self, redactor: Redactor) -> None:
-        self._redactor = redactor
+        self._scan = _byte_scan(redactor.byte_forms) if redactor else None
         self._held = b""
 
     def feed(self, data: bytes) -> bytes:
         """The bytes that can be passed on now (maybe fewer than given, maybe more)."""
-        redactor = self._redactor
-        if not redactor:
+        scan = self._scan
+        if scan is None:
             return data
         buf = self._held + data if self._held else data
         out: list[bytes] = []
         pos = 0
         while True:
-            match = redactor._search(buf, pos)
-            hold = redactor._partial_at(buf, pos)
+            match = scan.pattern.search(buf, pos)
+            hold = scan.partial_at(buf, pos)
             if match is not None and (hold is None or match.start() < hold):
                 out += (buf[pos : match.start()], _REDACTED_BYTES)
                 pos = match.end()
@@ -272,7 +281,7 @@ class TextScrubber:
     """
 
     def __init__(self, redactor: Redactor) -> None:
-        self._redactor = redactor
+        self._scan = _text_scan(redactor.forms) if redactor else None
         self._held = ""
 
     @property
@@ -282,13 +291,13 @@ class TextScrubber:
 
     def feed(self, text: str) -> str:
         """The text that can be passed on now (maybe less than given, maybe more)."""
-        redactor = self._redactor
-        if not redactor:
+        scan = self._scan
+        if scan is None:
             return text
         buf = self._held + text if self._held else text
-        if redactor._text is not None and redactor._text.search(buf) is not None:
-            buf = redactor._text.sub(REDACTED, buf)
-        hold = redactor._text_partial_at(buf, 0)
+        if scan.pattern.search(buf) is not None:
+            buf = scan.pattern.sub(REDACTED, buf)
+        hold = scan.partial_at(buf, 0)
         # A REDACTED inserted before the tail is no form's start: only the tail matters.
         if hold is None:
             self._held = ""

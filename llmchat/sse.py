@@ -24,6 +24,7 @@ the connection instead of buffering a runaway line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -62,6 +63,23 @@ class EventTooLarge(Exception):
         super().__init__(f"Stream event larger than max_event_bytes ({limit} bytes)")
         self.limit = limit
         self.events: list[SSEEvent] = []
+
+
+def feed_collecting(feed: Callable[[bytes, list[SSEEvent]], None], data: bytes) -> list[SSEEvent]:
+    """The events `feed(data, out)` appends to `out`, for a push decoder's ``feed``.
+
+    An `EventTooLarge` leaves carrying the events completed before it (both
+    decoders promise that); no data gives no events without calling `feed`.
+    """
+    out: list[SSEEvent] = []
+    if not data:
+        return out
+    try:
+        feed(data, out)
+    except EventTooLarge as exc:
+        exc.events = out
+        raise
+    return out
 
 
 class SSEDecoder:
@@ -106,15 +124,7 @@ class SSEDecoder:
             event = self._one_frame(data)
             if event is not None:
                 return [event]
-        out: list[SSEEvent] = []
-        if not data:
-            return out
-        try:
-            self._feed(data, out)
-        except EventTooLarge as exc:
-            exc.events = out
-            raise
-        return out
+        return feed_collecting(self._feed, data)
 
     @staticmethod
     def _one_frame(data: bytes) -> SSEEvent | None:

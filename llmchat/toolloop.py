@@ -29,7 +29,7 @@ from .chunk import Chunk
 from .errors import InvalidArgumentError, InvalidTypeError
 from .messages import Message, MessageLike, coerce_messages
 from .response import Response
-from .tools import ToolCall
+from .tools import ToolCall, tool_definitions
 
 __all__ = ["LIMIT_REASONS", "ToolLoop"]
 
@@ -75,10 +75,7 @@ class ToolLoop:
             raise InvalidTypeError(
                 f"backend must have a chat_completion method, got {type(backend).__name__}"
             )
-        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-            raise InvalidTypeError(
-                f"tools must be a list of tool definitions, got {type(tools).__name__}"
-            )
+        tool_definitions(tools)
         if not tools:
             raise InvalidArgumentError("tools must not be empty; a ToolLoop needs a tool to offer")
         for index, tool in enumerate(tools):
@@ -116,9 +113,9 @@ class ToolLoop:
         self.on_tool_result = on_tool_result
         self.on_limit = on_limit
         self.messages: list[Message] = []
+        """The last run's transcript: its input, then everything the loop appended."""
         self.response: Response | None = None
         """The final Response of the last run: the answer, or the first failed round."""
-        """The last run's transcript: its input, then everything the loop appended."""
         self.limit_reason: str | None = None
         """The limit the last run reached (one of `LIMIT_REASONS`); None if none."""
 

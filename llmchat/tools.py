@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from . import fastjson
+from .errors import InvalidTypeError
 
 __all__ = ["ToolCall", "ToolCallAssembler"]
 
@@ -90,6 +91,18 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, bool]:
     if not isinstance(value, dict):
         return {}, raw, True
     return value, raw, False
+
+
+def decoded_call(name: object, raw_arguments: object, call_id: str) -> ToolCall:
+    """A whole call from a provider's name and arguments value (`decode_arguments` reads it)."""
+    arguments, text, undecodable = decode_arguments(raw_arguments)
+    return ToolCall(
+        name=str(name or ""),
+        arguments=arguments,
+        id=call_id,
+        arguments_json=text,
+        arguments_undecodable=undecodable,
+    )
 
 
 class _Slot:
@@ -212,3 +225,17 @@ def slot_for_fragment(
         slots.append(slot)
         by_key[key] = slot
     return slot
+
+
+def tool_definitions(tools: object) -> Sequence[Any]:
+    """`tools` when it is a list of tool definitions (a sequence, not a str or mapping).
+
+    Raises `InvalidTypeError` otherwise, in the one wording every request
+    builder (and `ToolLoop`) uses; the definitions themselves are each
+    reader's to check.
+    """
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        raise InvalidTypeError(
+            f"tools must be a list of tool definitions, got {type(tools).__name__}"
+        )
+    return tools

@@ -67,9 +67,7 @@ class WireLog:
     def response(self, status: int, headers: Mapping[str, str]) -> None:
         if not self.enabled:
             return
-        line = self._scrub(f"<<< {status} {self._since()} headers={redact_headers(headers)}")
-        log.debug("#%d %s", self.number, line)
-        self._append([line])
+        self._mark(self._scrub(f"<<< {status} {self._since()} headers={redact_headers(headers)}"))
 
     def first_byte(self) -> None:
         # Called on every read: after the first, one attribute test, logging on or off.
@@ -78,31 +76,28 @@ class WireLog:
         self._first_byte_seen = True
         if not self.enabled:
             return
-        line = f"<<< first body byte {self._since()}"
-        log.debug("#%d %s", self.number, line)
-        self._append([line])
+        self._mark(f"<<< first body byte {self._since()}")
 
     def resent(self) -> None:
         if not self.enabled:
             return
-        line = (
+        self._mark(
             f"--- resent on a new connection: the server had closed the pooled one {self._since()}"
         )
-        log.debug("#%d %s", self.number, line)
-        self._append([line])
 
     def connection(self, outcome: str) -> None:
         """After a stream's explicit end: ``back in the pool`` or why it was closed."""
         if not self.enabled:
             return
-        line = self._scrub(f"--- connection {outcome} {self._since()}")
-        log.debug("#%d %s", self.number, line)
-        self._append([line])
+        self._mark(self._scrub(f"--- connection {outcome} {self._since()}"))
 
     def end(self, outcome: str) -> None:
         if not self.enabled:
             return
-        line = self._scrub(f"=== {outcome} {self._since()}")
+        self._mark(self._scrub(f"=== {outcome} {self._since()}"))
+
+    def _mark(self, line: str) -> None:
+        """One line (already scrubbed): to the debug log and to the recorded lines."""
         log.debug("#%d %s", self.number, line)
         self._append([line])
 

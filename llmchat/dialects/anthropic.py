@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..tools import ToolCall, decode_arguments
-from .base import Delta, Dialect, inband_error, is_count, usage_block
+from .base import Delta, Dialect, inband_error, is_count, model_and_usage
 
 __all__ = ["STOP_REASONS", "AnthropicMessages", "finish_reason_of", "usage_fields"]
 
@@ -282,14 +282,9 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
             return {}
     elif "usage" not in payload and "model" not in payload:
         return {}
-    fields: dict[str, Any] = {}
-    model = source.get("model")
-    if type(model) is str and model:
-        fields["model"] = model
-    usage = source.get("usage")
-    if not isinstance(usage, Mapping):
+    fields, usage = model_and_usage(source)
+    if usage is None:
         return fields
-    fields["usage"] = usage_block(usage)
     read, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
     if is_count(usage.get("input_tokens")):
         fields["prompt_tokens"] = sum(

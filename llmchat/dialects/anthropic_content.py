@@ -17,6 +17,7 @@ from typing import Any, Final
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
 from ..tools import decode_arguments
+from .request_checks import mapping_at, name_at
 
 __all__ = [
     "assistant_content",
@@ -135,17 +136,14 @@ def assistant_content(message: Message, where: str, *, dialect: str) -> str | li
 
 
 def _tool_use(call: Any, where: str) -> dict[str, Any]:
-    if not isinstance(call, Mapping):
-        raise InvalidTypeError(f"{where} must be a mapping")
+    call = mapping_at(call, where)
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidArgumentError(f"{where}.id must be a non-empty str (the tool_use id)")
     function = call.get("function")
     if not isinstance(function, Mapping):
         raise InvalidArgumentError(f"{where}.function must be a mapping with name and arguments")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"{where}.function.name must be a non-empty str")
+    name = name_at(function, f"{where}.function")
     arguments, _, undecodable = decode_arguments(function.get("arguments"))
     if undecodable:
         raise InvalidArgumentError(

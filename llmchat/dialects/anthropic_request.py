@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
+from ..tools import tool_definitions
 from .anthropic_content import (
     assistant_content,
     content_blocks,
@@ -196,11 +197,7 @@ def anthropic_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     custom tool with ``input_schema``, or a server tool with its own ``type``)
     is taken as given.
     """
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise InvalidTypeError(
-            f"tools must be a list of tool definitions, got {type(tools).__name__}"
-        )
-    return [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tools)]
+    return [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tool_definitions(tools))]
 
 
 def _tool(tool: Any, where: str) -> dict[str, Any]:

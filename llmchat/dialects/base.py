@@ -10,7 +10,7 @@ subclass (and a request builder); nothing downstream changes.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
@@ -155,6 +155,50 @@ def usage_block(usage: Mapping[str, Any]) -> dict[str, Any]:
         elif _COUNT_NAME.search(key) and not is_count(value) and value is not None:
             out[key] = None
     return out
+
+
+def lone_content(message: object, keys: frozenset[str]) -> str | None:
+    """The text of a message or delta that holds nothing but `keys`: the fast path's test.
+
+    `message` must be a dict whose keys are all in `keys` and whose
+    ``content`` is a str (absent or null: ``""``); anything else gives None,
+    and the caller reads the frame the general way.
+    """
+    if type(message) is not dict or not message.keys() <= keys:
+        return None
+    content = message.get("content")
+    if content is None:
+        return ""
+    return content if type(content) is str else None
+
+
+def model_and_usage(
+    source: Mapping[str, Any], model_key: str = "model", usage_key: str = "usage"
+) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+    """What every dialect's `usage_fields` starts from, and the usage block to count from.
+
+    The fields hold ``model`` when `source` names one (a non-empty str) and
+    ``usage``, the raw block with its counts checked (`usage_block`); the
+    block is None when `source` has none (then there are no counts either).
+    """
+    fields: dict[str, Any] = {}
+    model = source.get(model_key)
+    if type(model) is str and model:
+        fields["model"] = model
+    usage = source.get(usage_key)
+    if not isinstance(usage, Mapping):
+        return fields, None
+    fields["usage"] = usage_block(usage)
+    return fields, usage
+
+
+def copy_counts(
+    usage: Mapping[str, Any], keys: Iterable[tuple[str, str]], fields: dict[str, Any]
+) -> None:
+    """Each ``(wire, name)`` of `keys` whose `usage` value is a count, into `fields` as `name`."""
+    for wire, name in keys:
+        if is_count(usage.get(wire)):
+            fields[name] = usage[wire]
 
 
 _COUNT_NAME: Final = re.compile(r"(?:tokens|Tokens|_count|Count)$")

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..tools import ToolCall
-from .base import Delta, Dialect, inband_error, is_count, usage_block
+from .base import Delta, Dialect, copy_counts, inband_error, is_count, model_and_usage
 from .gemini_calls import PartialCalls, whole_call
 
 __all__ = ["CALL_ID_PREFIX", "FINISH_REASONS", "GeminiContent", "usage_fields"]
@@ -229,17 +229,10 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     ``totalTokenCount`` → total_tokens; ``modelVersion`` → model; the raw
     ``usageMetadata`` → usage. 0 is kept.
     """
-    fields: dict[str, Any] = {}
-    model = payload.get("modelVersion")
-    if type(model) is str and model:
-        fields["model"] = model
-    usage = payload.get("usageMetadata")
-    if not isinstance(usage, Mapping):
+    fields, usage = model_and_usage(payload, "modelVersion", "usageMetadata")
+    if usage is None:
         return fields
-    fields["usage"] = usage_block(usage)
-    for key, name in _USAGE_KEYS:
-        if is_count(usage.get(key)):
-            fields[name] = usage[key]
+    copy_counts(usage, _USAGE_KEYS, fields)
     counts: list[int] = [
         usage[key]
         for key in ("candidatesTokenCount", "thoughtsTokenCount")

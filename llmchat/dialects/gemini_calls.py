@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..tools import ToolCall, decode_arguments
+from ..tools import ToolCall, decoded_call
 
 __all__ = ["PartialCalls", "whole_call"]
 
@@ -25,14 +25,7 @@ _VALUE_KEYS: Final = ("numberValue", "boolValue", "structValue", "listValue")
 
 def whole_call(function_call: Mapping[str, Any], call_id: str) -> ToolCall:
     """A complete ``functionCall`` (``name``, ``args`` object) as a `ToolCall`."""
-    arguments, text, undecodable = decode_arguments(function_call.get("args"))
-    return ToolCall(
-        name=str(function_call.get("name") or ""),
-        arguments=arguments,
-        id=call_id,
-        arguments_json=text,
-        arguments_undecodable=undecodable,
-    )
+    return decoded_call(function_call.get("name"), function_call.get("args"), call_id)
 
 
 class PartialCalls:

@@ -33,8 +33,10 @@ from typing import Any, Final
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
+from ..tools import tool_definitions
 from .base import LLAMA_CPP_SETTINGS
 from .gemini_contents import contents_of
+from .request_checks import mapping_at, name_at
 
 __all__ = ["NOT_SENT", "build_request", "function_declarations", "tool_config"]
 
@@ -165,13 +167,9 @@ def function_declarations(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     (``{"googleSearch": {}}``, ``{"functionDeclarations": [...]}``) is Gemini's
     own and is sent as given, after the declarations.
     """
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise InvalidTypeError(
-            f"tools must be a list of tool definitions, got {type(tools).__name__}"
-        )
     declarations: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
-    for index, tool in enumerate(tools):
+    for index, tool in enumerate(tool_definitions(tools)):
         if not isinstance(tool, Mapping):
             raise InvalidTypeError(f"tools[{index}] must be a mapping, got {type(tool).__name__}")
         if tool.get("type") != "function":
@@ -182,11 +180,8 @@ def function_declarations(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 
 
 def _declaration(function: Any, where: str) -> dict[str, Any]:
-    if not isinstance(function, Mapping):
-        raise InvalidTypeError(f"{where} must be a mapping")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"{where}.name must be a non-empty str")
+    function = mapping_at(function, where)
+    name = name_at(function, where)
     out: dict[str, Any] = {"name": name}
     if isinstance(function.get("description"), str):
         out["description"] = function["description"]

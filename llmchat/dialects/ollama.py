@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from ..tools import ToolCall, decode_arguments
-from .base import Delta, Dialect, Framing, inband_error, is_count
+from ..tools import ToolCall, decoded_call
+from .base import Delta, Dialect, Framing, inband_error, is_count, lone_content
 
 __all__ = [
     "DURATIONS",
@@ -89,7 +89,7 @@ class OllamaChat(Dialect):
 
     def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
         if not whole and payload.get("done") is False and "error" not in payload:
-            plain = _plain_content(payload.get("message"))
+            plain = lone_content(payload.get("message"), _PLAIN_MESSAGE)
             if plain is not None:
                 if plain:
                     self._answered = True
@@ -117,17 +117,10 @@ class OllamaChat(Dialect):
     def _call(self, data: Mapping[str, Any]) -> ToolCall:
         function = data.get("function")
         function = function if isinstance(function, Mapping) else {}
-        arguments, text, undecodable = decode_arguments(function.get("arguments"))
         given = data.get("id")
         call_id = given if isinstance(given, str) and given else f"call_{self._calls}"
         self._calls += 1
-        return ToolCall(
-            name=str(function.get("name") or ""),
-            arguments=arguments,
-            id=call_id,
-            arguments_json=text,
-            arguments_undecodable=undecodable,
-        )
+        return decoded_call(function.get("name"), function.get("arguments"), call_id)
 
     def _done(self, payload: Mapping[str, Any], out: Delta, whole: bool) -> None:
         """Record what this line adds; on ``done: true`` the finish, the end and the parts."""
@@ -178,16 +171,6 @@ class OllamaGenerate(OllamaChat):
     def _body(self, payload: Mapping[str, Any], out: Delta) -> None:
         out.text = _text(payload.get("response"))
         out.thinking = _text(payload.get("thinking"))
-
-
-def _plain_content(message: Any) -> str | None:
-    """The content of a line that is one content piece and nothing else; else None."""
-    if type(message) is not dict or not message.keys() <= _PLAIN_MESSAGE:
-        return None
-    content = message.get("content")
-    if content is None:
-        return ""
-    return content if type(content) is str else None
 
 
 def _text(value: Any) -> str:

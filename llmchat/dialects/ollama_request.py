@@ -30,6 +30,8 @@ from typing import Any, Final
 from .. import fastjson
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message
+from ..tools import tool_definitions
+from .request_checks import mapping_at, name_at
 
 __all__ = ["chat_body", "generate_body", "prompt_parts", "tool_names"]
 
@@ -329,14 +331,9 @@ def _thinking(parts: list[dict[str, Any]] | None) -> str:
 
 def _history_call(call: Any, where: str) -> dict[str, Any]:
     """An OpenAI-shaped history tool call as Ollama's, arguments as an object."""
-    if not isinstance(call, Mapping):
-        raise InvalidTypeError(f"{where} must be a mapping")
-    function = call.get("function")
-    if not isinstance(function, Mapping):
-        raise InvalidTypeError(f"{where}.function must be a mapping")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"{where}.function.name must be a non-empty string")
+    call = mapping_at(call, where)
+    function = mapping_at(call.get("function"), f"{where}.function")
+    name = name_at(function, f"{where}.function", noun="string")
     out: dict[str, Any] = {
         "function": {"name": name, "arguments": _arguments(function.get("arguments"), where)}
     }
@@ -374,21 +371,13 @@ def _tools(
         )
     if tools is None:
         return []
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise InvalidTypeError(
-            f"tools must be a list of tool definitions, got {type(tools).__name__}"
-        )
-    return [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tools)]
+    return [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tool_definitions(tools))]
 
 
 def _tool(tool: Any, where: str) -> dict[str, Any]:
-    if not isinstance(tool, Mapping):
-        raise InvalidTypeError(f"{where} must be a mapping")
+    tool = mapping_at(tool, where)
     if tool.get("type", "function") != "function":
         raise InvalidArgumentError(f"{where}.type {tool.get('type')!r}: Ollama tools are functions")
-    function = tool.get("function")
-    if not isinstance(function, Mapping):
-        raise InvalidTypeError(f"{where}.function must be a mapping")
-    if not isinstance(function.get("name"), str) or not function["name"]:
-        raise InvalidArgumentError(f"{where}.function.name must be a non-empty string")
+    function = mapping_at(tool.get("function"), f"{where}.function")
+    name_at(function, f"{where}.function", noun="string")
     return {"type": "function", "function": dict(function)}

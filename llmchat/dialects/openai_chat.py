@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 
 from ..messages import content_text
 from ..tools import ToolCall
-from .base import Delta, Dialect, inband_error, is_count, usage_block
+from .base import Delta, Dialect, inband_error, is_count, lone_content, model_and_usage
 from .openai_shapes import OpenAIChoice, OpenAIChunk, OpenAIDelta, OpenAIUsage
 
 __all__ = [
@@ -66,11 +66,9 @@ def decode_chat(payload: Mapping[str, Any]) -> str | Delta:
     plain = _plain_content(chunk)
     if plain is not None:
         return plain
-    out = _common(chunk)
-    choice = _choice_of(chunk)
+    out, choice = _opened(chunk)
     if choice is None:
         return out
-    _choice_common(choice, out)
     message = choice.get("delta")
     if type(message) is not dict:
         message = choice.get("message")
@@ -85,11 +83,9 @@ def decode_text(payload: Mapping[str, Any]) -> Delta:
     """Decode one text-completion payload (``choices[0].text``, streamed or whole)."""
     raw: Any = payload
     chunk: OpenAIChunk = raw
-    out = _common(chunk)
-    choice = _choice_of(chunk)
+    out, choice = _opened(chunk)
     if choice is None:
         return out
-    _choice_common(choice, out)
     text = choice.get("text")
     out.text = text if type(text) is str else content_text(text)
     return out
@@ -115,13 +111,16 @@ def _plain_content(payload: OpenAIChunk) -> str | None:
         or choice.get("index", 0) != 0
     ):
         return None
-    delta = choice.get("delta")
-    if type(delta) is not dict or not delta.keys() <= _PLAIN_DELTA:
-        return None
-    content = delta.get("content")
-    if content is None:
-        return ""
-    return content if type(content) is str else None
+    return lone_content(choice.get("delta"), _PLAIN_DELTA)
+
+
+def _opened(chunk: OpenAIChunk) -> tuple[Delta, OpenAIChoice | None]:
+    """What any chunk says (`_common`), and its first choice with that choice's common fields."""
+    out = _common(chunk)
+    choice = _choice_of(chunk)
+    if choice is not None:
+        _choice_common(choice, out)
+    return out, choice
 
 
 def _common(payload: OpenAIChunk) -> Delta:
@@ -206,17 +205,10 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     ``input_tokens_details.cached_tokens``) where the usual names are absent.
     A count of 0 is kept: 0 is a real value.
     """
-    raw: Any = payload
-    chunk: OpenAIChunk = raw
-    fields: dict[str, Any] = {}
-    model = chunk.get("model")
-    if type(model) is str and model:
-        fields["model"] = model
-    usage = chunk.get("usage")
-    if not isinstance(usage, Mapping):
-        return fields
-    fields["usage"] = usage_block(usage)
-    _counts(usage, fields)
+    fields, usage = model_and_usage(payload)
+    if usage is not None:
+        raw: Any = usage
+        _counts(raw, fields)
     return fields
 
 

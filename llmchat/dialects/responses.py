@@ -59,6 +59,8 @@ _FINAL_STATUS: Final = {
     "response.failed": "failed",
 }
 
+_Handler = Callable[["ResponsesDialect", Mapping[str, Any]], Delta]
+
 
 class ResponsesDialect(Dialect):
     """One Responses-API completion's decoder (stateful: what the stream already gave)."""
@@ -87,7 +89,7 @@ class ResponsesDialect(Dialect):
                     self._seen.add("text")
                     return text
                 return Delta()
-            handler = _EVENTS.get(kind)
+            handler = self._EVENTS.get(kind)
             if handler is not None:
                 return handler(self, payload)
             return self._error(payload) if kind == "error" else Delta()
@@ -240,23 +242,21 @@ class ResponsesDialect(Dialect):
             out.citations = list(self._citations)
             out.choice = True
 
+    # Inside the class body the handlers are plain functions, called as handler(self, payload).
+    _EVENTS: Final[dict[str, _Handler]] = {
+        "response.created": _started,
+        "response.in_progress": _started,
+        "response.queued": _started,
+        "response.reasoning_summary_text.delta": _summary,
+        "response.reasoning_text.delta": _reasoning_text,
+        "response.refusal.delta": _refusal,
+        "response.output_text.annotation.added": _annotation,
+        "response.output_item.done": _item_done,
+        "response.completed": _ended,
+        "response.incomplete": _ended,
+        "response.failed": _ended,
+    }
+
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-_Handler = Callable[[ResponsesDialect, Mapping[str, Any]], Delta]
-
-_EVENTS: Final[dict[str, _Handler]] = {
-    "response.created": ResponsesDialect._started,
-    "response.in_progress": ResponsesDialect._started,
-    "response.queued": ResponsesDialect._started,
-    "response.reasoning_summary_text.delta": ResponsesDialect._summary,
-    "response.reasoning_text.delta": ResponsesDialect._reasoning_text,
-    "response.refusal.delta": ResponsesDialect._refusal,
-    "response.output_text.annotation.added": ResponsesDialect._annotation,
-    "response.output_item.done": ResponsesDialect._item_done,
-    "response.completed": ResponsesDialect._ended,
-    "response.incomplete": ResponsesDialect._ended,
-    "response.failed": ResponsesDialect._ended,
-}

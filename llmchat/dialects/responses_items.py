@@ -12,7 +12,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..tools import ToolCall
-from .base import inband_error, is_count, usage_block
+from .base import copy_counts, inband_error, is_count, model_and_usage
 
 __all__ = [
     "DIALECT",
@@ -158,7 +158,8 @@ def citation_key(citation: Any) -> str | None:
         for pair in parts.query.split("&")
         if pair and not pair.split("=", 1)[0].lower().startswith("utm_")
     ]
-    return urlunsplit(parts._replace(query="&".join(kept)))
+    query = "&".join(kept)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 def item_citations(item: Mapping[str, Any]) -> list[Any]:
@@ -223,17 +224,10 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     """
     nested = payload.get("response")
     source = nested if isinstance(nested, Mapping) else payload
-    fields: dict[str, Any] = {}
-    model = source.get("model")
-    if isinstance(model, str) and model:
-        fields["model"] = model
-    usage = source.get("usage")
-    if not isinstance(usage, Mapping):
+    fields, usage = model_and_usage(source)
+    if usage is None:
         return fields
-    fields["usage"] = usage_block(usage)
-    for wire, name in _USAGE_KEYS:
-        if is_count(usage.get(wire)):
-            fields[name] = usage[wire]
+    copy_counts(usage, _USAGE_KEYS, fields)
     for block, wire, name in _USAGE_DETAILS:
         details = usage.get(block)
         if isinstance(details, Mapping) and is_count(details.get(wire)):

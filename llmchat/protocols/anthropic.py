@@ -21,7 +21,7 @@ from typing import Any, Final
 from .. import wire_json
 from ..tools import ToolCallAssembler, decode_arguments, slot_for_fragment
 from .anthropic_terms import anthropic_usage, error_type_for_status, stop_reason_for
-from .chunk_fields import reasoning_text
+from .chunk_fields import reasoning_text, tool_call_list
 from .translator import StreamTranslator
 from .usage_counts import usage_counts
 
@@ -166,8 +166,7 @@ class AnthropicStream(StreamTranslator):
 
     # -- chunk handling ---------------------------------------------------
 
-    def _note(self, chunk: Mapping[str, Any]) -> None:
-        super()._note(chunk)
+    def _note_more(self, chunk: Mapping[str, Any]) -> None:
         cached = usage_counts(chunk.get("usage")).cached
         if cached is not None:
             self._cached_tokens = cached
@@ -183,19 +182,12 @@ class AnthropicStream(StreamTranslator):
         content = delta.get("content")
         if isinstance(content, str) and content:
             self._write_text(content)
-        tool_calls = delta.get("tool_calls")
+        tool_calls = tool_call_list(delta)
         if tool_calls is not None:
-            if not isinstance(tool_calls, list):
-                raise TypeError("tool_calls is not a list")
             self._tools.feed(tool_calls)
             for position, fragment in enumerate(tool_calls):
                 if isinstance(fragment, Mapping):
                     self._write_tool_fragment(fragment, position)
-        return self._take()
-
-    def _salvage(self) -> bytes:
-        # Events already built are consistent with the state; keep them so the
-        # error follows exactly what the client has seen.
         return self._take()
 
     def _write_thinking(self, thinking: str) -> None:

@@ -7,7 +7,13 @@ from typing import Any
 
 from .. import wire_json
 
-__all__ = ["int_or_none", "reasoning_text", "tool_fragment", "upstream_error_message"]
+__all__ = [
+    "int_or_none",
+    "reasoning_text",
+    "tool_call_list",
+    "tool_fragment",
+    "upstream_error_message",
+]
 
 
 def int_or_none(value: Any) -> int | None:
@@ -38,6 +44,17 @@ def upstream_error_message(error: Any) -> str:
     if isinstance(message, str) and message:
         return f"Upstream error: {message}"
     return "Upstream error"
+
+
+def tool_call_list(delta: Mapping[str, Any]) -> list[Any] | None:
+    """The delta's ``tool_calls`` fragments, None when it has none.
+
+    Raises `TypeError` when they are not a list: the translator then rejects the chunk.
+    """
+    tool_calls = delta.get("tool_calls")
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise TypeError("tool_calls is not a list")
+    return tool_calls
 
 
 def tool_fragment(fragment: Mapping[str, Any]) -> tuple[str, str, str]:

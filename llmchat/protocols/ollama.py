@@ -178,8 +178,7 @@ class OllamaStream(StreamTranslator):
         self._content_bytes += len(text.encode("utf-8"))
         return data
 
-    def _note(self, chunk: Mapping[str, Any]) -> None:
-        super()._note(chunk)
+    def _note_more(self, chunk: Mapping[str, Any]) -> None:
         counts = usage_counts(chunk.get("usage"))
         if counts.prompt is not None:
             self._input_tokens = counts.prompt

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from .. import wire_json
 from ..tools import decode_arguments, slot_for_fragment
-from .chunk_fields import int_or_none, reasoning_text, tool_fragment
+from .chunk_fields import int_or_none, reasoning_text, tool_call_list, tool_fragment
 from .responses_objects import (
     FAILED_CODE,
     Echo,
@@ -198,8 +198,7 @@ class ResponsesStream(StreamTranslator):
 
     # -- chunk handling ---------------------------------------------------
 
-    def _note(self, chunk: Mapping[str, Any]) -> None:
-        super()._note(chunk)
+    def _note_more(self, chunk: Mapping[str, Any]) -> None:
         usage = chunk.get("usage")
         if not isinstance(usage, Mapping):
             return
@@ -221,17 +220,11 @@ class ResponsesStream(StreamTranslator):
         if isinstance(content, str) and content:
             self._write("message", content)
             self._content_bytes += len(content.encode("utf-8"))
-        tool_calls = delta.get("tool_calls")
+        tool_calls = tool_call_list(delta)
         if tool_calls is not None:
-            if not isinstance(tool_calls, list):
-                raise TypeError("tool_calls is not a list")
             for position, fragment in enumerate(tool_calls):
                 if isinstance(fragment, Mapping):
                     self._write_call(fragment, position)
-        return self._take()
-
-    def _salvage(self) -> bytes:
-        # Events already built match the state; the failure follows exactly them.
         return self._take()
 
     def _write(self, kind: str, text: str) -> None:

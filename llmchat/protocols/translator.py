@@ -116,6 +116,10 @@ class StreamTranslator:
                 self._input_tokens = prompt
             if completion is not None:
                 self._output_tokens = completion
+        self._note_more(chunk)
+
+    def _note_more(self, chunk: Mapping[str, Any]) -> None:
+        """What a format records from any chunk beyond `_note`'s model and usage counts."""
 
     def _override_counts(self, input_tokens: Any, output_tokens: Any) -> None:
         """`finish`'s token arguments win over what the stream reported."""
@@ -148,5 +152,9 @@ class StreamTranslator:
         return data
 
     def _salvage(self) -> bytes:
-        """Bytes already built for a chunk that then failed, to send before the error."""
-        return b""
+        """Bytes already built for a chunk that then failed, to send before the error.
+
+        By default the events gathered in `_out`: they are consistent with the
+        state, so the error follows exactly what the client has seen.
+        """
+        return self._take()

@@ -135,7 +135,7 @@ class Settings:
 
     def __repr__(self) -> str:
         """Show only the fields that are set, e.g. `Settings(max_tokens=64, temperature=0.2)`."""
-        inner = ", ".join(f"{name}={value!r}" for name, value in self._set_items())
+        inner = ", ".join(f"{name}={value!r}" for name, value in _set_items(self))
         return f"Settings({inner})"
 
     def replace(self, **changes: Any) -> Settings:
@@ -163,7 +163,7 @@ class Settings:
 
         Mapping values are deep copies, so the result can be edited freely.
         """
-        return {name: _copied(value) for name, value in self._set_items()}
+        return {name: _copied(value) for name, value in _set_items(self)}
 
     def merged(self, other: Settings | None) -> Settings:
         """Return these settings overlaid with `other`: every field set on `other` wins.
@@ -178,10 +178,10 @@ class Settings:
             raise InvalidTypeError(
                 f"Settings.merged() takes a Settings or None, got {_describe(other)}"
             )
-        changes = dict(other._set_items())
+        changes = dict(_set_items(other))
         if not changes:
             return self
-        if not self._set_items():
+        if not _set_items(self):
             return other  # the common case: a backend with no defaults of its own
         if self.extra_body is not None and other.extra_body is not None:
             changes["extra_body"] = {**self.extra_body, **other.extra_body}
@@ -206,7 +206,7 @@ class Settings:
         """
         names = _checked_field_names(field_names)
         body: dict[str, Any] = {}
-        for name, value in self._set_items():
+        for name, value in _set_items(self):
             if name == "extra_body":
                 continue
             if name in names:
@@ -221,11 +221,6 @@ class Settings:
         if self.extra_body is not None and names.get("extra_body", "") is not None:
             body.update(copy.deepcopy(self.extra_body))
         return body
-
-    def _set_items(self) -> list[tuple[str, Any]]:
-        return [
-            (name, value) for name in _FIELD_NAMES if (value := getattr(self, name)) is not None
-        ]
 
     def _with(self, checked: Mapping[str, Any]) -> Settings:
         # Built without __init__ so the fields that did not change (a JSON Schema
@@ -296,3 +291,10 @@ def _wire_value(value: Any) -> Any:
 
 def _copied(value: Any) -> Any:
     return copy.deepcopy(value) if isinstance(value, dict) else value
+
+
+def _set_items(settings: Settings) -> list[tuple[str, Any]]:
+    """`settings`' fields that are set, in declaration order, as (name, value) pairs."""
+    return [
+        (name, value) for name in _FIELD_NAMES if (value := getattr(settings, name)) is not None
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Final
 
 from .record import RecordedRequest
@@ -16,6 +17,8 @@ CHAT_ID: Final = "chatcmpl-loopback"
 COMPLETION_ID: Final = "cmpl-loopback"
 
 
+# eq=False: a responder is a callable with an identity (hashable), not a value.
+@dataclass(eq=False)
 class ChatResponder:
     """A script callable that answers like a small llama-server.
 
@@ -45,28 +48,19 @@ class ChatResponder:
             ...
     """
 
-    def __init__(
-        self,
-        text: str = "Hello from the loopback server.",
-        *,
-        model: str = "loopback",
-        chunk_size: int = 4,
-        delay: float = 0.0,
-        finish_reason: str | None = "stop",
-        usage: bool = True,
-        n_ctx: int = 4096,
-        total_slots: int = 2,
-    ) -> None:
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
-        self.text = text
-        self.model = model
-        self.chunk_size = chunk_size
-        self.delay = delay
-        self.finish_reason = finish_reason
-        self.usage = usage
-        self.n_ctx = n_ctx
-        self.total_slots = total_slots
+    text: str = "Hello from the loopback server."
+    _: KW_ONLY
+    model: str = "loopback"
+    chunk_size: int = 4
+    delay: float = 0.0
+    finish_reason: str | None = "stop"
+    usage: bool = True
+    n_ctx: int = 4096
+    total_slots: int = 2
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1, got {self.chunk_size}")
 
     def __call__(self, request: RecordedRequest) -> Reply:
         """Return the reply for `request` (the server calls this once per request)."""

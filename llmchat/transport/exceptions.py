@@ -37,7 +37,7 @@ class ScriptedFailure(Exception):
         self.message = message
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
     """`exc` and what it wraps: requests hides urllib3 and OS errors inside."""
     seen: set[int] = set()
     pending: list[BaseException] = [exc]
@@ -116,7 +116,7 @@ def classify_exception(
     if exchange is not None and exchange.aborted == "deadline":
         limit = exchange.deadline_seconds
         return "timeout", f"No complete response within request_timeout ({_secs(limit)})"
-    chain = list(_chain(exc))
+    chain = list(exception_chain(exc))
     for item in chain:
         if isinstance(item, ScriptedFailure):
             return item.error_class, item.message

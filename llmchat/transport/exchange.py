@@ -16,7 +16,7 @@ import itertools
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 __all__ = ["Exchange"]
@@ -52,18 +52,12 @@ class Exchange:
         It runs in the aborting thread, outside the exchange's lock; what it
         raises is ignored. `finish()` drops the callbacks not yet run.
         """
-        with self._lock:
-            if self.aborted is None:
-                self._callbacks.append(callback)
-                return
-        _call_quietly(callback)
+        if not self._kept(lambda: self._callbacks.append(callback)):
+            _call_quietly(callback)
 
     def attach_socket(self, sock: socket.socket) -> None:
-        with self._lock:
-            if self.aborted is None:
-                self._sockets.append(sock)
-                return
-        _shutdown(sock)
+        if not self._kept(lambda: self._sockets.append(sock)):
+            _shutdown(sock)
 
     def detach_socket(self, sock: socket.socket) -> bool:
         """Forget `sock` (its connection goes back to the pool); False if already aborted.
@@ -81,11 +75,23 @@ class Exchange:
             return True
 
     def attach_response(self, response: Any) -> None:
+        if not self._kept(lambda: self._set_response(response)):
+            _close_quietly(response)
+
+    def _kept(self, keep: Callable[[], object]) -> bool:
+        """`keep()` under the lock unless the exchange is aborted; False if it was.
+
+        Then the caller deals with the item itself (shuts the socket down, runs
+        the callback): one check, so nothing lands after the abort took its list.
+        """
         with self._lock:
             if self.aborted is None:
-                self._response = response
-                return
-        _close_quietly(response)
+                keep()  # reads the lists under the lock: `finish` may have replaced them
+                return True
+        return False
+
+    def _set_response(self, response: Any) -> None:
+        self._response = response
 
     def abort(self, reason: str) -> None:
         with self._lock:
@@ -199,15 +205,44 @@ class _Watchdog:
 
 
 _WATCHDOG: Final = _Watchdog()
-_current = threading.local()
 
 
-def _attach_to_current(conn: Any, sock: socket.socket | None) -> None:
+class _Sending(threading.local):
+    """What this thread is sending now; the pool's hooks read it (they get no arguments)."""
+
+    exchange: Exchange | None = None
+    fresh: bool = False
+
+
+_SENDING: Final = _Sending()
+
+
+@contextlib.contextmanager
+def sending(exchange: Exchange, *, fresh: bool) -> Iterator[None]:
+    """Mark `exchange` as the one this thread sends within the block.
+
+    urllib3 opens and pools connections with no way to pass our exchange down,
+    so its hooks (`pool`) find it here. `fresh` asks for a new connection (a
+    resend after a dead pooled one).
+    """
+    _SENDING.exchange, _SENDING.fresh = exchange, fresh
+    try:
+        yield
+    finally:
+        _SENDING.exchange, _SENDING.fresh = None, False
+
+
+def sending_fresh() -> bool:
+    """Whether the request this thread sends must go out on a new connection."""
+    return _SENDING.fresh
+
+
+def attach_to_current(conn: Any, sock: socket.socket | None) -> None:
     """Register `sock` on the exchange this thread is sending, and remember it on `conn`.
 
     The pool detaches it again when `conn` goes back to the pool.
     """
-    exchange = getattr(_current, "exchange", None)
+    exchange = _SENDING.exchange
     if exchange is not None and sock is not None:
         conn.llmchat_exchange = exchange
         conn.llmchat_sock = sock

@@ -25,7 +25,7 @@ from typing import Any, Final
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from .exchange import _attach_to_current, _current
+from .exchange import attach_to_current, sending_fresh
 from .response_head import LeanResponse
 
 __all__ = ["DRAIN_WAIT", "Draining", "StaleConnection", "TrackedHTTPPool", "TrackedHTTPSPool"]
@@ -84,7 +84,7 @@ class _TrackedHTTPConnection(HTTPConnection):
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
         # Before TLS (for https): an abort can cut the handshake too.
-        _attach_to_current(self, sock)
+        attach_to_current(self, sock)
         return sock
 
     def getresponse(self) -> Any:
@@ -100,7 +100,7 @@ class _TrackedHTTPSConnection(_TrackedHTTPConnection, HTTPSConnection):
         # (shut down at once), as one during the TCP connect lands when
         # `_new_conn` returns. It is also the socket `_checked_in` detaches when
         # the connection is pooled.
-        _attach_to_current(self, self.sock)
+        attach_to_current(self, self.sock)
 
 
 class Draining:
@@ -136,12 +136,12 @@ class Draining:
 
 def _checked_out(pool: Any, conn: Any) -> Any:
     """A connection taken from the pool: fresh if a resend asks, marked, on the exchange."""
-    if getattr(_current, "fresh", False) and conn.sock is not None:
+    if sending_fresh() and conn.sock is not None:
         conn.close()  # a resend goes out on a new connection, never on another pooled one
     conn.llmchat_reused = conn.sock is not None
     conn.llmchat_pool = pool
     conn.llmchat_exchange = None
-    _attach_to_current(conn, conn.sock)  # a pooled, already open socket
+    attach_to_current(conn, conn.sock)  # a pooled, already open socket
     return conn
 
 
@@ -163,7 +163,7 @@ class TrackedHTTPPool(HTTPConnectionPool):
         self.draining = Draining()
 
     def _get_conn(self, timeout: float | None = None) -> Any:
-        if not getattr(_current, "fresh", False):
+        if not sending_fresh():
             self.draining.wait()
         return _checked_out(self, super()._get_conn(timeout))
 

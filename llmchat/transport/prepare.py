@@ -23,7 +23,6 @@ from typing import Any, Final, cast
 import requests
 from requests import utils
 from requests.cookies import RequestsCookieJar
-from requests.hooks import default_hooks
 from requests.structures import CaseInsensitiveDict
 
 __all__ = ["prepare"]
@@ -61,9 +60,9 @@ def prepare(
         merged["Content-Length"] = str(len(data))
     elif prepared.method not in ("GET", "HEAD") and merged.get("Content-Length") is None:
         merged["Content-Length"] = "0"
+    # requests' redirect handling reads the jar `prepare_cookies` would store;
+    # setting an empty one spares that method's cookie-header walk (nothing to add).
     prepared._cookies = RequestsCookieJar()  # type: ignore[attr-defined]
-    prepared.hooks = default_hooks()
-    prepared._body_position = None  # type: ignore[attr-defined]
     return prepared
 
 

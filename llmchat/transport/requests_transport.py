@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 import requests
@@ -30,8 +31,8 @@ import requests
 from . import environment
 from .adapter import DEFAULT_POOL_SIZE, new_session
 from .base import READ_SIZE, Transport, TransportResponse, bounded
-from .exceptions import _chain
-from .exchange import Exchange, _current
+from .exceptions import exception_chain
+from .exchange import Exchange, sending
 from .pool import StaleConnection
 
 __all__ = ["RequestsTransport"]
@@ -85,13 +86,8 @@ class RequestsTransport(Transport):
         *,
         fresh: bool,
     ) -> requests.Response:
-        _current.exchange = exchange
-        _current.fresh = fresh
-        try:
+        with sending(exchange, fresh=fresh):
             return environment.send(self.session, method, url, headers, data, timeout)
-        finally:
-            _current.exchange = None
-            _current.fresh = False
 
     def close(self) -> None:
         self.session.close()
@@ -128,9 +124,9 @@ class _RequestsResponse(TransportResponse):
 
 
 def _read1(raw: Any) -> Iterator[bytes]:
-    fp = _plain_body(raw)
-    if fp is not None:
-        return _read1_plain(raw, fp)
+    plain = _plain_body(raw)
+    if plain is not None:
+        return _read1_plain(*plain)
     return _read1_urllib3(raw)
 
 
@@ -143,12 +139,19 @@ def _read1_urllib3(raw: Any) -> Iterator[bytes]:
         yield data
 
 
-def _plain_body(raw: Any) -> http.client.HTTPResponse | None:
-    """`raw`'s http.client response when urllib3 would pass its bytes through unchanged.
+_ErrorCatcher = Callable[[], AbstractContextManager[None]]
+
+
+def _plain_body(raw: Any) -> tuple[http.client.HTTPResponse, _ErrorCatcher] | None:
+    """`raw`'s http.client response and error catcher when urllib3 would pass its bytes through.
 
     That is: nothing to decode, no Content-Length for urllib3 to enforce,
     nothing read yet. None otherwise, or when urllib3's internals are not the
     ones this was written against (then its public ``read1`` is used).
+
+    The one place llmchat reads urllib3's private attributes: the fast path
+    needs its undecoded body and its error catcher, which it does not expose,
+    and the checks fall back to the public path whenever they are not there.
     """
     try:
         fp = raw._fp
@@ -157,14 +160,15 @@ def _plain_body(raw: Any) -> http.client.HTTPResponse | None:
         raw._init_decoder()
         if raw._decoder is not None or raw._has_decoded_content or len(raw._decoded_buffer):
             return None
-        if not callable(raw._error_catcher):
+        error_catcher = raw._error_catcher
+        if not callable(error_catcher):
             return None
     except (AttributeError, TypeError):
         return None
-    return fp
+    return fp, error_catcher
 
 
-def _read1_plain(raw: Any, fp: http.client.HTTPResponse) -> Iterator[bytes]:
+def _read1_plain(fp: http.client.HTTPResponse, error_catcher: _ErrorCatcher) -> Iterator[bytes]:
     """What `_read1_urllib3` yields, read from `fp` with urllib3's error handling.
 
     A read that raises is re-raised inside urllib3's own error catcher, which
@@ -179,17 +183,17 @@ def _read1_plain(raw: Any, fp: http.client.HTTPResponse) -> Iterator[bytes]:
         try:
             data = read(READ_SIZE)
         except Exception:
-            with raw._error_catcher():
+            with error_catcher():
                 raise
         if not data:
-            with raw._error_catcher():
+            with error_catcher():
                 fp.close()  # as urllib3 does when a read returns nothing
             return
         yield data
 
 
 def _is_stale(exc: BaseException) -> bool:
-    return any(isinstance(item, StaleConnection) for item in _chain(exc))
+    return any(isinstance(item, StaleConnection) for item in exception_chain(exc))
 
 
 class _Aborted(Exception):
