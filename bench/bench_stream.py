@@ -650,6 +650,10 @@ def measure_cancel(
 # -- where llmchat's time goes ----------------------------------------------------------
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def _pipeline_step(backend: Any) -> Callable[..., None] | None:
     """The reader's per-read work as one callable `(events, acc, response, exchange)`.
 
@@ -664,10 +668,17 @@ def _pipeline_step(backend: Any) -> Callable[..., None] | None:
     if apply is None or publish is None:
         return None
     lift = backend._lift_usage
+    try:  # the runners write through the Response's writer (since step 3)
+        from llmchat.response_writer import ResponseWriter
+
+        writer_of: Callable[[Any], Any] = ResponseWriter.of
+    except ImportError:
+        writer_of = _same
 
     def step(events: Any, acc: Any, response: Any, exchange: Any) -> None:
         finished = acc.finish_reason is not None
-        publish(response, acc, exchange, None, apply(events, acc, response, lift), finished)
+        out = writer_of(response)
+        publish(out, acc, exchange, None, apply(events, acc, response, lift), finished)
 
     return step
 

@@ -22,6 +22,7 @@ from ..messages import Message, MessageLike
 from ..pipeline.think_tags import ThinkTags
 from ..redact import Redactor
 from ..response import Response
+from ..response_writer import ResponseWriter
 from ..settings import Settings
 from ..urls import join_url
 from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
@@ -236,7 +237,7 @@ class Hooks(probe.SideRequests):
     def _with_abort(self, response: Response) -> Response:
         """`response`, whose cancel also posts `abort_path` in the background (when set)."""
         if self.abort_path is not None:
-            response._add_cancel_hook(
+            ResponseWriter.of(response).add_cancel_hook(
                 lambda: threading.Thread(
                     target=self._post_abort, name="llmchat-abort", daemon=True
                 ).start()
