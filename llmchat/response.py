@@ -202,7 +202,7 @@ class Response(AnswerText, Pacing):
                 return
             self.cancel_requested = True
             live = self._writer
-            live.settle_locked(cancelled=True, err="Cancelled by user")
+            live.settle_locked(None, "Cancelled by user", None, True)
             aborter, live.aborter = live.aborter, None
             hooks, live.cancel_hooks = live.cancel_hooks, []
         run_aborter(aborter)
@@ -280,14 +280,9 @@ class Response(AnswerText, Pacing):
     def _add_chunks(self, chunks: list[Chunk]) -> None:
         self._writer.add_chunks(chunks)
 
-    def _settle(
-        self,
-        *,
-        error_class: ErrorClass | None = None,
-        err: str | None = None,
-        error_status: int | None = None,
-    ) -> bool:
-        return self._writer.settle(error_class=error_class, err=err, error_status=error_status)
+    def _settle(self, **ending: Any) -> bool:
+        """`ResponseWriter.settle` (keywords `error_class`, `err`, `error_status`)."""
+        return self._writer.settle(**ending)
 
     def _scrub(self, text: str | None) -> str | None:
         return self._writer.scrub(text)

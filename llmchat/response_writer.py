@@ -221,25 +221,20 @@ class ResponseWriter:
         with self.cond:
             if self.response.is_done:
                 return False
-            self.settle_locked(error_class=error_class, err=err, error_status=error_status)
+            self.settle_locked(error_class, err, error_status, False)
             self.aborter = None
             self.cancel_hooks = []
             return True
 
     def settle_locked(
-        self,
-        *,
-        error_class: ErrorClass | None = None,
-        err: str | None = None,
-        error_status: int | None = None,
-        cancelled: bool = False,
+        self, error_class: ErrorClass | None, err: str | None, status: int | None, cancelled: bool
     ) -> None:
         """The terminal state, under `cond` (`settle`, and `Response.cancel`)."""
         response = self.response
         response.is_cancelled = cancelled
         response.is_success = error_class is None and not cancelled
         response.error_class = error_class
-        response.error_status = error_status
+        response.error_status = status
         response.err = self.scrub(err)
         response.timing.total_seconds = time.monotonic() - self.started
         response.is_done = True

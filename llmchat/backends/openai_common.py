@@ -26,7 +26,6 @@ from ..messages import (
     normalize_messages,
 )
 from ..pipeline.think_tags import ThinkTags
-from ..probe import _is_positive_int as _is_positive_int  # koboldcpp imports it from here
 from ..response import Response
 from ..settings import Settings
 from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts, Transport
