@@ -167,9 +167,9 @@ class SideRequests:
         url: str,
         data: bytes | None = None,
         *,
+        shape: Literal["object", "array"] = "object",
         label: str,
         limit: float | None = None,
-        shape: Literal["object", "array"] = "object",
     ) -> tuple[int | None, Any, str | None]:
         """`_request_json` with the HTTP status too: `(status, payload, note)`; never raises.
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from types import TracebackType
 from typing import Any
 
 from .chunk import Chunk
@@ -212,12 +211,7 @@ class Response(AnswerText, Pacing):
     def __enter__(self) -> Response:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if not self.is_done:
             self.cancel()
 

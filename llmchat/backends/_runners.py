@@ -52,7 +52,6 @@ log = logging.getLogger("llmchat")
 __all__ = [
     "complete_body",
     "decide_finish",
-    "pump",
     "pump_reads",
     "run_blocking",
     "settle",
@@ -215,24 +214,6 @@ def _close(exchange: Exchange, http: TransportResponse | None) -> None:
     exchange.finish()
     if http is not None:
         http.close()
-
-
-def pump(
-    call: Call,
-    http: TransportResponse,
-    writer: ResponseWriter,
-    acc: Accumulator,
-    exchange: Exchange,
-    wirelog: WireLog,
-) -> Ending:
-    """`pump_reads` run to its end on the calling thread; its Ending."""
-    reads = pump_reads(call, http, writer, acc, exchange, wirelog)
-    while True:
-        try:
-            next(reads)
-        except StopIteration as stop:
-            ending: Ending = stop.value
-            return ending
 
 
 def pump_reads(
