@@ -387,13 +387,23 @@ def stamped_backend(url: str) -> Any:
         def __init__(self, request: Any) -> None:
             super().__init__(request)
             self.added_at: list[float] = []
+            writer = getattr(self, "_writer", None)  # the runners' writer (private: may move)
+            if writer is not None:
+                publish = writer.publish
+
+                def stamped(chunks: Any) -> None:
+                    now = time.monotonic()
+                    self.added_at.extend(now for chunk in chunks if chunk.content)
+                    publish(chunks)
+
+                writer.publish = stamped
 
         def _add_chunks(self, chunks: Any) -> None:
             now = time.monotonic()
             self.added_at.extend(now for chunk in chunks if chunk.content)
             super()._add_chunks(chunks)
 
-        def _publish(self, chunks: Any) -> None:  # the runners' writer (private: may move)
+        def _publish(self, chunks: Any) -> None:  # before `ResponseWriter` (private: may move)
             now = time.monotonic()
             self.added_at.extend(now for chunk in chunks if chunk.content)
             super()._publish(chunks)
@@ -669,9 +679,9 @@ def _pipeline_step(backend: Any) -> Callable[..., None] | None:
         return None
     lift = backend._lift_usage
     try:  # the runners write through the Response's writer (since step 3)
-        from llmchat.response_writer import ResponseWriter
+        from llmchat.response import writer_of as found
 
-        writer_of: Callable[[Any], Any] = ResponseWriter.of
+        writer_of: Callable[[Any], Any] = found
     except ImportError:
         writer_of = _same
 

@@ -45,7 +45,8 @@ class Response(AnswerText, Pacing):
         # The live state and its write operations are the writer's (the runners'
         # handle); the parts that never change identity are aliased here for the
         # read path and the `AnswerText` views.
-        self._writer = writer = ResponseWriter(self, secrets)
+        self._writer: ResponseWriter[Response] = ResponseWriter(self, secrets)
+        writer = self._writer
         self._mutex = writer.mutex
         self._cond = writer.cond
         self._text = writer.text
@@ -280,3 +281,8 @@ class Response(AnswerText, Pacing):
 
     def _scrub(self, text: str | None) -> str | None:
         return self._writer.scrub(text)
+
+
+def writer_of(response: Response) -> ResponseWriter[Response]:
+    """The write handle of `response`: the runners' one way in (llmchat calls this)."""
+    return response._writer  # the Response's own part: the one read across the seam

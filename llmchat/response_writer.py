@@ -8,8 +8,10 @@ baton, note the headers, settle once. The Response reads the same state
 under the same lock; nothing else writes it. Each write is a no-op once the
 Response has settled, so a late read can never change a settled Response.
 
-The runners get the writer with `ResponseWriter.of(response)` and pass
-`writer.response` to the hooks, which see only the public Response.
+The runners get the writer with `response.writer_of(response)` and pass
+`writer.response` to the hooks, which see only the public Response. This
+module knows the Response only by the fields it sets (`Written`), so that
+`response.py` imports it and not the other way round.
 """
 
 from __future__ import annotations
@@ -18,17 +20,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from .chunk import Chunk
 from .dialects.error_body import ErrorBody
 from .errors import ErrorClass
 from .redact import Redactor
+from .timing import Timing
+from .tools import ToolCall
 
-if TYPE_CHECKING:
-    from .response import Response
-
-__all__ = ["Puller", "ResponseWriter"]
+__all__ = ["Puller", "ResponseWriter", "Written"]
 
 log = logging.getLogger("llmchat")
 
@@ -41,7 +42,25 @@ class Puller(Protocol):
     def leave(self) -> None: ...
 
 
-class ResponseWriter:
+class Written(Protocol):
+    """The fields a writer sets on its Response (`llmchat.response.Response`'s own)."""
+
+    is_done: bool
+    is_success: bool
+    is_cancelled: bool
+    err: str | None
+    error_class: ErrorClass | None
+    error_status: int | None
+    retry_after: str | None
+    finish_reason: str | None
+    tool_calls: list[ToolCall]
+    timing: Timing
+
+
+R = TypeVar("R", bound=Written)
+
+
+class ResponseWriter(Generic[R]):
     """The write operations on one Response, and the live state they share with it.
 
     Made by the Response itself (one each); llmchat's runners call the
@@ -49,8 +68,8 @@ class ResponseWriter:
     reads under `cond`; only these methods and `Response.cancel` change them.
     """
 
-    def __init__(self, response: Response, secrets: tuple[str, ...]) -> None:
-        self.response = response
+    def __init__(self, response: R, secrets: tuple[str, ...]) -> None:
+        self.response: R = response
         self.redactor = Redactor.of(secrets)
         # `cond`: waiters for the settle and the first content (`wait`,
         # `wait_for_content`). `arrived`: iterators waiting for chunks, on the
@@ -79,11 +98,6 @@ class ResponseWriter:
         # The response's Content-Type, and for an ``http`` failure what its body was:
         # internal, for a log line that must not quote an arbitrary body (the proxy's).
         self.error_body: ErrorBody | None = None
-
-    @staticmethod
-    def of(response: Response) -> ResponseWriter:
-        """The writer of `response` (the runners' one way in)."""
-        return response._writer  # the Response's own part: the one read across the seam
 
     # -- the transport and the reads --------------------------------------------
 

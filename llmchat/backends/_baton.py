@@ -35,6 +35,7 @@ from collections.abc import Generator
 from typing import Final, Literal
 
 from ..pipeline.judge import CANCELLED_ENDING, Ending
+from ..response import Response
 from ..response_writer import ResponseWriter
 
 __all__ = ["LEASE", "ReadBaton", "Reads"]
@@ -51,7 +52,7 @@ Reads = Generator[None, None, Ending]
 class ReadBaton:
     """The turn to advance one stream's reads, shared by its reader thread and iterators."""
 
-    def __init__(self, reads: Reads, writer: ResponseWriter) -> None:
+    def __init__(self, reads: Reads, writer: ResponseWriter[Response]) -> None:
         self._reads = reads
         self._writer = writer
         self._cond = threading.Condition(threading.Lock())

@@ -30,7 +30,7 @@ from ..pipeline.judge import (
     EOF_ENDING,
     Ending,
 )
-from ..response import Response
+from ..response import Response, writer_of
 from ..response_writer import ResponseWriter
 from ..sse import EventTooLarge, SSEDecoder, SSEEvent
 from ..transport import (
@@ -68,7 +68,7 @@ ERR_NOT_UTF8: Final = "Response body is not valid UTF-8"
 def run_blocking(call: Call, response: Response) -> None:
     """One blocking completion: send, read the whole body, settle."""
     request = call.request
-    writer = ResponseWriter.of(response)
+    writer = writer_of(response)
     exchange = _armed_exchange(call, writer)
     wirelog = WireLog(call.secrets)
     wirelog.request(request.method, request.url, request.headers, request.data)
@@ -95,7 +95,7 @@ def run_blocking(call: Call, response: Response) -> None:
 
 def complete_body(call: Call, response: Response, status: int, data: bytes) -> None:
     """A whole body (blocking, or a stream answered without SSE): a one-payload stream."""
-    writer = ResponseWriter.of(response)
+    writer = writer_of(response)
     acc = new_accumulator(call, keep_raw=True)
     settle(call, writer, _read_body(call.lift_usage, writer, status, data, acc), acc)
 
@@ -106,7 +106,7 @@ def new_accumulator(call: Call, *, keep_raw: bool) -> Accumulator:
 
 
 def _read_body(
-    lift: LiftUsage, writer: ResponseWriter, status: int, data: bytes, acc: Accumulator
+    lift: LiftUsage, writer: ResponseWriter[Response], status: int, data: bytes, acc: Accumulator
 ) -> Ending:
     if status >= 300:  # a redirect still here was not followed (another origin)
         return _http_failure(writer, status, data)
@@ -137,7 +137,7 @@ def _read_body(
     return Ending("body", body=text)
 
 
-def _http_failure(writer: ResponseWriter, status: int, data: bytes) -> Ending:
+def _http_failure(writer: ResponseWriter[Response], status: int, data: bytes) -> Ending:
     # Only for the message: an error body is read whatever its bytes are.
     text = data.decode("utf-8-sig", "replace")
     payload = parse_json(text)
@@ -150,7 +150,7 @@ def _http_failure(writer: ResponseWriter, status: int, data: bytes) -> Ending:
 
 def start_stream(call: Call, response: Response) -> None:
     """Start the reader thread for a streamed completion; returns at once."""
-    exchange = _armed_exchange(call, ResponseWriter.of(response))
+    exchange = _armed_exchange(call, writer_of(response))
     threading.Thread(
         target=stream_worker,
         args=(call, response, exchange),
@@ -167,7 +167,7 @@ def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
     its connection can go back to the pool (`_reuse.drain`).
     """
     request = call.request
-    writer = ResponseWriter.of(response)
+    writer = writer_of(response)
     wirelog = WireLog(call.secrets)
     wirelog.request(request.method, request.url, request.headers, request.data)
     acc = new_accumulator(call, keep_raw=call.keep_raw)
@@ -219,7 +219,7 @@ def _close(exchange: Exchange, http: TransportResponse | None) -> None:
 def pump_reads(
     call: Call,
     http: TransportResponse,
-    writer: ResponseWriter,
+    writer: ResponseWriter[Response],
     acc: Accumulator,
     exchange: Exchange,
     wirelog: WireLog,
@@ -282,7 +282,7 @@ def _apply(
 
 
 def _publish(
-    writer: ResponseWriter,
+    writer: ResponseWriter[Response],
     acc: Accumulator,
     exchange: Exchange,
     grace: float | None,
@@ -299,7 +299,7 @@ def _publish(
     writer.publish(chunks)
 
 
-def _sync(writer: ResponseWriter, acc: Accumulator) -> None:
+def _sync(writer: ResponseWriter[Response], acc: Accumulator) -> None:
     response = writer.response
     if response.id is None and acc.id is not None:
         response.id = acc.id
@@ -311,11 +311,11 @@ def _sync(writer: ResponseWriter, acc: Accumulator) -> None:
         _record_finish(writer, acc)
 
 
-def _record_finish(writer: ResponseWriter, acc: Accumulator) -> None:
+def _record_finish(writer: ResponseWriter[Response], acc: Accumulator) -> None:
     writer.record(finish_reason=acc.finish_reason, provider_finish_reason=acc.provider_reason)
 
 
-def _armed_exchange(call: Call, writer: ResponseWriter) -> Exchange:
+def _armed_exchange(call: Call, writer: ResponseWriter[Response]) -> Exchange:
     """A new exchange with the whole-request deadline armed, torn down by a cancel."""
     exchange = Exchange()
     exchange.arm_deadline(call.timeouts.request)

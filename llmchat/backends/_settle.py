@@ -83,7 +83,7 @@ def ending_of_failure(
     return Ending("transport", error_class, message)
 
 
-def settle(call: Call, writer: ResponseWriter, ending: Ending, acc: Accumulator) -> None:
+def settle(call: Call, writer: ResponseWriter[Response], ending: Ending, acc: Accumulator) -> None:
     """The one place an ending becomes the Response's terminal state."""
     response = writer.response
     if response.is_done:  # cancelled: nothing is reconciled, no hook runs
@@ -105,7 +105,7 @@ def settle(call: Call, writer: ResponseWriter, ending: Ending, acc: Accumulator)
     )
 
 
-def run_hook(call: Call, writer: ResponseWriter) -> None:
+def run_hook(call: Call, writer: ResponseWriter[Response]) -> None:
     """Run the completion hook on a success, then settle; a hook that raises fails it."""
     try:
         call.on_complete(writer.response)
