@@ -277,7 +277,9 @@ class Response(AnswerText, Pacing):
 
     def _settle(self, **ending: Any) -> bool:
         """`ResponseWriter.settle` (keywords `error_class`, `err`, `error_status`)."""
-        return self._writer.settle(**ending)
+        return self._writer.settle(
+            ending.get("error_class"), ending.get("err"), ending.get("error_status")
+        )
 
     def _scrub(self, text: str | None) -> str | None:
         return self._writer.scrub(text)

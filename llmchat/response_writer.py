@@ -225,17 +225,17 @@ class ResponseWriter(Generic[R]):
     # -- the end ----------------------------------------------------------------
 
     def settle(
-        self,
-        *,
-        error_class: ErrorClass | None = None,
-        err: str | None = None,
-        error_status: int | None = None,
+        self, failure: ErrorClass | None = None, err: str | None = None, status: int | None = None
     ) -> bool:
-        """Settle once: success when `error_class` is None. Returns False if already done."""
+        """Settle once: success when `failure` is None. Returns False if already done.
+
+        `failure`, `err` and `status` become `Response.error_class`, `err` and
+        `error_status` (the HTTP status of an ``http`` failure).
+        """
         with self.cond:
             if self.response.is_done:
                 return False
-            self.settle_locked(error_class, err, error_status, False)
+            self.settle_locked(failure, err, status, False)
             self.aborter = None
             self.cancel_hooks = []
             return True

@@ -202,7 +202,7 @@ def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
                 settle(call, writer, ending, acc)
         finally:
             if not response.is_done:  # a bug in a hook must not leave a Response live
-                writer.settle(error_class="unknown", err="The stream reader failed")
+                writer.settle("unknown", "The stream reader failed")
             wirelog.end("cancelled" if response.is_cancelled else response.err or "ok")
         if draining is not None:
             wirelog.connection(drain(draining, exchange, grace))

@@ -100,9 +100,7 @@ def settle(call: Call, writer: ResponseWriter[Response], ending: Ending, acc: Ac
         if verdict.error_class is None:
             run_hook(call, writer)
             return
-    writer.settle(
-        error_class=verdict.error_class, err=verdict.err, error_status=verdict.error_status
-    )
+    writer.settle(verdict.error_class, verdict.err, verdict.error_status)
 
 
 def run_hook(call: Call, writer: ResponseWriter[Response]) -> None:
@@ -111,7 +109,7 @@ def run_hook(call: Call, writer: ResponseWriter[Response]) -> None:
         call.on_complete(writer.response)
     except Exception as exc:
         log.warning("completion hook raised: %s", call.redactor().exception(exc))
-        writer.settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
+        writer.settle("unknown", f"{type(exc).__name__}: {exc}")
         return
     writer.settle()
 
