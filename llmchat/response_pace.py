@@ -12,9 +12,8 @@ an iterator that has caught up reads on itself (`backends._baton`).
 from __future__ import annotations
 
 import threading
-from typing import Any
 
-from .response_writer import ResponseWriter
+from .response_writer import ResponseWriter, Written
 
 __all__ = ["Pacing"]
 
@@ -23,7 +22,7 @@ class Pacing:
     """The `Response` side of pacing: ask for a lead (the writer keeps it and checks it)."""
 
     _cond: threading.Condition
-    _writer: ResponseWriter[Any]
+    _writer: ResponseWriter[Written]
 
     def _pace(self, lead: int) -> None:
         """Read on only while fewer than `lead` chunks wait to be iterated.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from .chunk import Chunk
@@ -57,7 +57,7 @@ class Written(Protocol):
     timing: Timing
 
 
-R = TypeVar("R", bound=Written)
+R = TypeVar("R", bound=Written, covariant=True)
 
 
 class ResponseWriter(Generic[R]):
@@ -146,7 +146,7 @@ class ResponseWriter(Generic[R]):
             return True
         return len(self.chunks) - self.taken < lead
 
-    def note_headers(self, headers: Any) -> None:
+    def note_headers(self, headers: Mapping[str, str]) -> None:
         """Keep what the response headers say that the Response reports (`Retry-After`)."""
         self.response.retry_after = headers.get("Retry-After")
         self.content_type = headers.get("Content-Type")
