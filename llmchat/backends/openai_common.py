@@ -319,14 +319,16 @@ class OpenAICommon(Cloneable, Hooks):
     # -- the runners (`_runners`) ------------------------------------------
 
     def _run(self, request: WireRequest, kind: str, *, stream: bool) -> Response:
-        """Make the Response of `request` and run it: to its end, or start its reader thread."""
-        call = self._call(request, kind, stream=stream)
+        """Make the Response of `request` and run it: to its end, or start its reader thread.
+
+        The `Call` is taken after the Response is made (the documented hook order).
+        """
         if stream:
             response = self.make_stream_response(request.body)
-            _runners.start_stream(call, response)
+            _runners.start_stream(self._call(request, kind, stream=True), response)
         else:
             response = self.make_response(request.body)
-            _runners.run_blocking(call, response)
+            _runners.run_blocking(self._call(request, kind, stream=False), response)
         return response
 
     def _stream_worker(
