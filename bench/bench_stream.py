@@ -387,13 +387,23 @@ def stamped_backend(url: str) -> Any:
         def __init__(self, request: Any) -> None:
             super().__init__(request)
             self.added_at: list[float] = []
+            writer = getattr(self, "_writer", None)  # the runners' writer (private: may move)
+            if writer is not None:
+                publish = writer.publish
+
+                def stamped(chunks: Any) -> None:
+                    now = time.monotonic()
+                    self.added_at.extend(now for chunk in chunks if chunk.content)
+                    publish(chunks)
+
+                writer.publish = stamped
 
         def _add_chunks(self, chunks: Any) -> None:
             now = time.monotonic()
             self.added_at.extend(now for chunk in chunks if chunk.content)
             super()._add_chunks(chunks)
 
-        def _publish(self, chunks: Any) -> None:  # the runners' writer (private: may move)
+        def _publish(self, chunks: Any) -> None:  # before `ResponseWriter` (private: may move)
             now = time.monotonic()
             self.added_at.extend(now for chunk in chunks if chunk.content)
             super()._publish(chunks)
@@ -650,6 +660,10 @@ def measure_cancel(
 # -- where llmchat's time goes ----------------------------------------------------------
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def _pipeline_step(backend: Any) -> Callable[..., None] | None:
     """The reader's per-read work as one callable `(events, acc, response, exchange)`.
 
@@ -664,10 +678,17 @@ def _pipeline_step(backend: Any) -> Callable[..., None] | None:
     if apply is None or publish is None:
         return None
     lift = backend._lift_usage
+    try:  # the runners write through the Response's writer (since step 3)
+        from llmchat.response import writer_of as found
+
+        writer_of: Callable[[Any], Any] = found
+    except ImportError:
+        writer_of = _same
 
     def step(events: Any, acc: Any, response: Any, exchange: Any) -> None:
         finished = acc.finish_reason is not None
-        publish(response, acc, exchange, None, apply(events, acc, response, lift), finished)
+        out = writer_of(response)
+        publish(out, acc, exchange, None, apply(events, acc, response, lift), finished)
 
     return step
 

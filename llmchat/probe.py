@@ -1,7 +1,7 @@
 """Side requests beside a completion: server limits, and bounded JSON look-ups.
 
 `probe_server_limits` asks llama.cpp's ``GET /props`` for its context size and
-slot count; `side_request` is the one bounded, never-raising request a backend
+slot count; `_side_request` is the one bounded, never-raising request a backend
 makes beside its completions (a probe, a cost lookup, an abort). Every one is
 bounded in total by the probe timeout (or its own limit), even against a
 server that accepts and never answers, or trickles.
@@ -13,11 +13,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
+from .counts import is_positive_int
 from .redact import Redactor
 from .transport import Exchange, Timeouts, Transport, classify_exception, decode_body, parse_json
 from .urls import join_url, server_root
 
-__all__ = ["SideRequests", "probe_server_limits", "side_request"]
+__all__ = ["SideRequests"]
 
 
 log = logging.getLogger("llmchat")
@@ -81,7 +82,21 @@ class SideRequests:
         "slots"}``, or ``{"source", "note"}`` saying why nothing was learnt.
         Takes at most `server_probe_timeout` seconds in total.
         """
-        return probe_server_limits(self)
+        payload, note = self._probe_json("/props")
+        if note is not None:
+            return {"source": self.probe_source, "note": note}
+        settings = payload.get("default_generation_settings") if payload else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, Mapping) else None
+        if not is_positive_int(n_ctx):
+            return {
+                "source": self.probe_source,
+                "note": "GET /props has no default_generation_settings.n_ctx",
+            }
+        result: dict[str, Any] = {"source": self.probe_source, "context_length": n_ctx}
+        slots = payload.get("total_slots")
+        if is_positive_int(slots):
+            result["slots"] = slots
+        return result
 
     def _server_root(self) -> str:
         """The api_url without its trailing ``/v1``: where a server's own routes live."""
@@ -110,7 +125,7 @@ class SideRequests:
         shared internal for a subclass's own probe.
         """
         url = self._url(path, at_root=True)
-        _, payload, note = side_request(self, "GET", url, label=f"GET {path}", shape="array")
+        _, payload, note = self._side_request("GET", url, label=f"GET {path}", shape="array")
         return payload, note
 
     @staticmethod
@@ -152,93 +167,53 @@ class SideRequests:
         url: str,
         data: bytes | None = None,
         *,
+        shape: Literal["object", "array"] = "object",
         label: str,
         limit: float | None = None,
     ) -> tuple[int | None, Any, str | None]:
-        """`_request_json` with the HTTP status too: `(status, payload, note)`.
+        """`_request_json` with the HTTP status too: `(status, payload, note)`; never raises.
 
         `status` is None when no HTTP answer came (refused, timed out, cut off),
-        which tells an unreachable server from one without the route.
+        which tells an unreachable server from one without the route. `shape`
+        is what the payload must be (a JSON object, or an array); anything else
+        is a note.
         """
-        return side_request(self, method, url, data, label=label, limit=limit)
-
-
-def probe_server_limits(host: SideRequests) -> dict[str, Any]:
-    """``{"source", "context_length", "slots"}`` from ``GET /props``, or ``{"source", "note"}``."""
-    payload, note = host._probe_json("/props")
-    if note is not None:
-        return {"source": host.probe_source, "note": note}
-    settings = payload.get("default_generation_settings") if isinstance(payload, Mapping) else None
-    n_ctx = settings.get("n_ctx") if isinstance(settings, Mapping) else None
-    if not _is_positive_int(n_ctx):
-        return {
-            "source": host.probe_source,
-            "note": "GET /props has no default_generation_settings.n_ctx",
-        }
-    result: dict[str, Any] = {"source": host.probe_source, "context_length": n_ctx}
-    slots = payload.get("total_slots")
-    if _is_positive_int(slots):
-        result["slots"] = slots
-    return result
-
-
-def side_request(
-    host: SideRequests,
-    method: str,
-    url: str,
-    data: bytes | None = None,
-    *,
-    label: str,
-    limit: float | None = None,
-    shape: Literal["object", "array"] = "object",
-) -> tuple[int | None, Any, str | None]:
-    """One bounded side request answering JSON: `(status, payload, note)`; never raises.
-
-    `status` is None when no HTTP answer came (refused, timed out, cut off),
-    which tells an unreachable server from one without the route. `shape`
-    is what the payload must be (a JSON object, or an array); anything else
-    is a note.
-    """
-    timeouts = host.timeouts
-    limit = timeouts.probe if limit is None else limit
-    exchange = Exchange()
-    exchange.arm_deadline(limit)
-    headers = host._get_api_headers()
-    if data is None:
-        headers = {k: v for k, v in headers.items() if k != "Content-Type"}
-    http = None
-    try:
-        http = host._transport.open(
-            method,
-            url,
-            headers,
-            data,
-            exchange,
-            connect_timeout=_min_limit(timeouts.connect, limit),
-            read_timeout=_min_limit(timeouts.headers, limit),
-        )
-        body = http.read(host.max_response_bytes)
-    except Exception as exc:
-        _, message = classify_exception(
-            exc, exchange=exchange, after_headers=http is not None, timeouts=timeouts
-        )
-        return None, None, host._redactor().text(f"{label} failed: {message}")
-    finally:
-        exchange.finish()
-        if http is not None:
-            http.close()
-    status = http.status_code
-    if status != 200:
-        return status, None, f"{label} answered HTTP {status}"
-    payload = parse_json(decode_body(body))
-    expected = list if shape == "array" else Mapping
-    if not isinstance(payload, expected):
-        return status, None, f"{label} did not answer a JSON {shape}"
-    return status, payload, None
-
-
-def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+        timeouts = self.timeouts
+        limit = timeouts.probe if limit is None else limit
+        exchange = Exchange()
+        exchange.arm_deadline(limit)
+        headers = self._get_api_headers()
+        if data is None:
+            headers = {k: v for k, v in headers.items() if k != "Content-Type"}
+        http = None
+        try:
+            http = self._transport.open(
+                method,
+                url,
+                headers,
+                data,
+                exchange,
+                connect_timeout=_min_limit(timeouts.connect, limit),
+                read_timeout=_min_limit(timeouts.headers, limit),
+            )
+            body = http.read(self.max_response_bytes)
+        except Exception as exc:
+            _, message = classify_exception(
+                exc, exchange=exchange, after_headers=http is not None, timeouts=timeouts
+            )
+            return None, None, self._redactor().text(f"{label} failed: {message}")
+        finally:
+            exchange.finish()
+            if http is not None:
+                http.close()
+        status = http.status_code
+        if status != 200:
+            return status, None, f"{label} answered HTTP {status}"
+        payload = parse_json(decode_body(body))
+        expected = list if shape == "array" else Mapping
+        if not isinstance(payload, expected):
+            return status, None, f"{label} did not answer a JSON {shape}"
+        return status, payload, None
 
 
 def _min_limit(a: float | None, b: float | None) -> float | None:

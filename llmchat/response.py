@@ -1,7 +1,7 @@
 """Response: the outcome of one completion, live while it streams, then settled.
 
 A Response is created before the request goes out and settles exactly once,
-in `_settle`, whatever ended it: success, a provider failure, a transport
+in `ResponseWriter.settle`, whatever ended it: success, a provider failure, a transport
 error, a deadline, or a cancel. Nothing else sets terminal state.
 
 Remote failures are states, not exceptions: read `is_success`,
@@ -11,33 +11,21 @@ the end (text, reasoning, tool calls, usage) stays on the Response.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from .chunk import Chunk
 from .dialects.error_body import ErrorBody
 from .errors import ErrorClass, remote_error_for
-from .redact import Redactor
 from .response_pace import Pacing
 from .response_text import AnswerText
+from .response_writer import Puller, ResponseWriter, run_aborter
 from .timing import Timing
 from .tools import ToolCall
 
 __all__ = ["Response", "Timing"]
-
-log = logging.getLogger("llmchat")
-
-
-class _Puller(Protocol):
-    """What lets an iterator do a stream's reads itself (`backends._baton.ReadBaton`)."""
-
-    def pull(self) -> bool: ...
-
-    def leave(self) -> None: ...
 
 
 class Response(AnswerText, Pacing):
@@ -54,26 +42,17 @@ class Response(AnswerText, Pacing):
     def __init__(self, request: Mapping[str, Any] | None = None, *, secrets: tuple[str, ...] = ()):
         self.request = request
         """The request body that was sent (the finished body); None if unknown."""
-        self._redactor = Redactor.of(secrets)
-        # `_cond`: waiters for the settle and the first content (`wait`,
-        # `wait_for_content`). `_arrived`: iterators waiting for chunks, on the
-        # same lock, so a read that adds chunks wakes only them (never a thread
-        # parked in `wait()`), and only when one waits (`_waiting`, under the
-        # lock); made by the first iterator that waits (a blocking call has none).
-        self._mutex = threading.Lock()
-        self._cond = threading.Condition(self._mutex)
-        self._arrived: threading.Condition | None = None
-        self._waiting = 0
-        # While set, an iterator with nothing new reads the next bytes itself
-        # instead of waiting for the reader thread (`backends/_baton.py`).
-        self._puller: _Puller | None = None
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self._refusal: list[str] = []
-        self._chunks: list[Chunk] = []
-        self._aborter: Callable[[], None] | None = None
-        self._cancel_hooks: list[Callable[[], None]] = []
-        self._started = time.monotonic()
+        # The live state and its write operations are the writer's (the runners'
+        # handle); the parts that never change identity are aliased here for the
+        # read path and the `AnswerText` views.
+        self._writer: ResponseWriter[Response] = ResponseWriter(self, secrets)
+        writer = self._writer
+        self._mutex = writer.mutex
+        self._cond = writer.cond
+        self._text = writer.text
+        self._reasoning = writer.reasoning
+        self._refusal = writer.refusal
+        self._chunks = writer.chunks
 
         self.tool_calls: list[ToolCall] = []
         """Completed tool calls, in the order the model made them."""
@@ -131,10 +110,6 @@ class Response(AnswerText, Pacing):
         self.retry_after: str | None = None
         """The server's ``Retry-After`` header as sent (seconds or an HTTP date);
         None when it sent none. `llmchat.retry` honours it."""
-        self._content_type: str | None = None
-        # The response's Content-Type, and for an ``http`` failure what its body was:
-        # internal, for a log line that must not quote an arbitrary body (the proxy's).
-        self._error_body: ErrorBody | None = None
 
     def __repr__(self) -> str:
         state = (
@@ -157,25 +132,27 @@ class Response(AnswerText, Pacing):
         return self
 
     def __iter__(self) -> Iterator[Chunk]:
+        live = self._writer
+        chunks = self._chunks
         index = 0
-        puller: _Puller | None = None
-        used: _Puller | None = None
+        puller: Puller | None = None
+        used: Puller | None = None
         try:
             while True:
                 with self._cond:
-                    while index >= len(self._chunks) and not self.is_done:
-                        puller = self._puller
+                    while index >= len(chunks) and not self.is_done:
+                        puller = live.puller
                         if puller is not None:
                             break  # read the next bytes on this thread, outside the lock
-                        arrived = self._arrived
+                        arrived = live.arrived
                         if arrived is None:
-                            arrived = self._arrived = threading.Condition(self._mutex)
-                        self._waiting += 1
+                            arrived = live.arrived = threading.Condition(self._mutex)
+                        live.waiting += 1
                         try:
                             arrived.wait()
                         finally:
-                            self._waiting -= 1
-                    batch = self._chunks[index:]  # everything that has arrived, in one lock
+                            live.waiting -= 1
+                    batch = chunks[index:]  # everything that has arrived, in one lock
                 if not batch and puller is not None and not self.is_done:
                     used = puller
                     puller.pull()
@@ -184,7 +161,7 @@ class Response(AnswerText, Pacing):
                 if not batch:
                     return
                 index += len(batch)
-                self._taken = max(self._taken, index)
+                live.taken = max(live.taken, index)
                 yield from batch
         finally:
             if used is not None:
@@ -194,7 +171,7 @@ class Response(AnswerText, Pacing):
     def elapsed_seconds(self) -> float:
         """Seconds since the request was made (until it settled, once it has)."""
         total = self.timing.total_seconds
-        return time.monotonic() - self._started if total is None else total
+        return time.monotonic() - self._writer.started if total is None else total
 
     def wait_for_content(self, timeout: float | None = None) -> bool:
         """Block until the first content, reasoning or tool-call chunk, or until settled.
@@ -224,22 +201,18 @@ class Response(AnswerText, Pacing):
             if self.is_done:  # a late or duplicate cancel changes nothing
                 return
             self.cancel_requested = True
-            self._settle_locked(cancelled=True, err="Cancelled by user")
-            aborter, self._aborter = self._aborter, None
-            hooks, self._cancel_hooks = self._cancel_hooks, []
-        _run_aborter(aborter)
+            live = self._writer
+            live.settle_locked(None, "Cancelled by user", None, True)
+            aborter, live.aborter = live.aborter, None
+            hooks, live.cancel_hooks = live.cancel_hooks, []
+        run_aborter(aborter)
         for hook in hooks:
-            _run_aborter(hook)
+            run_aborter(hook)
 
     def __enter__(self) -> Response:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if not self.is_done:
             self.cancel()
 
@@ -256,161 +229,62 @@ class Response(AnswerText, Pacing):
         cls = remote_error_for(self.error_class)
         raise cls(self.err or self.error_class, response=self, status=self.error_status)
 
-    # -- used by backends (llmchat calls these; user code does not) --------
+    # -- the write side, for code that holds a Response (tests, a subclass's hook) --
+    # llmchat's runners write through `ResponseWriter` (`response_writer.py`);
+    # these delegate to it and stay for code written against them.
+
+    @property
+    def _content_type(self) -> str | None:
+        return self._writer.content_type
+
+    @property
+    def _error_body(self) -> ErrorBody | None:
+        """What an ``http`` failure's body was (the proxy's log line); None otherwise."""
+        return self._writer.error_body
 
     def _attach_aborter(self, aborter: Callable[[], None]) -> None:
-        """Register how to tear down the transport; runs at once if already cancelled."""
-        with self._cond:
-            if not self.is_done:
-                self._aborter = aborter
-                return
-        if self.is_cancelled:
-            _run_aborter(aborter)
+        self._writer.attach_aborter(aborter)
 
-    def _attach_puller(self, puller: _Puller) -> bool:
-        """Let iterators do the reads through `puller`; True if one is waiting now."""
-        with self._cond:
-            if self.is_done:
-                return False
-            self._puller = puller
-            if self._waiting and self._arrived is not None:
-                self._arrived.notify_all()
-                return True
-            return False
+    def _attach_puller(self, puller: Puller) -> bool:
+        return self._writer.attach_puller(puller)
 
-    def _detach_puller(self, puller: _Puller) -> None:
-        with self._cond:
-            if self._puller is puller:
-                self._puller = None
+    def _detach_puller(self, puller: Puller) -> None:
+        self._writer.detach_puller(puller)
 
     def _add_cancel_hook(self, hook: Callable[[], None]) -> None:
-        """Run `hook` after a cancel tears the transport down (a provider's abort call).
-
-        It runs in the cancelling thread, after the Response is settled; it must
-        return quickly (start a thread for network work) and its errors are
-        logged and swallowed. Dropped when the Response settles any other way.
-        """
-        with self._cond:
-            if not self.is_done:
-                self._cancel_hooks.append(hook)
+        self._writer.add_cancel_hook(hook)
 
     def _add_text(self, text: str) -> None:
-        self._add_to(self._text, text)
+        self._writer.add_to(self._text, text)
 
     def _add_reasoning(self, text: str) -> None:
-        self._add_to(self._reasoning, text)
+        self._writer.add_to(self._reasoning, text)
 
     def _add_refusal(self, text: str) -> None:
-        self._add_to(self._refusal, text)
-
-    def _add_to(self, parts: list[str], text: str) -> None:
-        # The runners write through `_publish`; these single-field writers are
-        # for code that builds a Response by hand (tests, a subclass's hook).
-        with self._cond:
-            if text and not self.is_done:  # nothing grows after settle
-                parts.append(text)
+        self._writer.add_to(self._refusal, text)
 
     def _publish(self, chunks: list[Chunk]) -> None:
-        """The runner's one writer: `chunks` and what they add (text, reasoning,
-        refusal, tool calls), under one lock and one wake-up; nothing after settle."""
-        if not chunks:
-            return
-        with self._cond:
-            if self.is_done:
-                return
-            ttft = had_ttft = self.timing.ttft_seconds is not None
-            for chunk in chunks:
-                if chunk.content:
-                    self._text.append(chunk.content)
-                    ttft = ttft or self._first_content()
-                if chunk.thinking:
-                    self._reasoning.append(chunk.thinking)
-                    ttft = ttft or self._first_content()
-                if chunk.refusal:
-                    self._refusal.append(chunk.refusal)
-                if chunk.tool_calls:
-                    self.tool_calls.extend(chunk.tool_calls)
-                    ttft = ttft or self._first_content()
-            self._chunks.extend(chunks)
-            if self._waiting and self._arrived is not None:
-                self._arrived.notify_all()
-            if ttft and not had_ttft:
-                self._cond.notify_all()  # `wait_for_content`
-
-    def _first_content(self) -> bool:
-        self.timing.ttft_seconds = time.monotonic() - self._started
-        return True
+        self._writer.publish(chunks)
 
     def _record(self, **fields: Any) -> None:
-        """Set public fields while the Response is live (the runner's other writer)."""
-        with self._cond:
-            if not self.is_done:
-                for name, value in fields.items():
-                    setattr(self, name, value)
+        self._writer.record(**fields)
 
     def _add_chunk(self, chunk: Chunk) -> None:
-        self._add_chunks([chunk])
+        self._writer.add_chunks([chunk])
 
     def _add_chunks(self, chunks: list[Chunk]) -> None:
-        """Publish chunks to every iterator: one lock and one wake-up for the lot."""
-        if not chunks:
-            return
-        with self._cond:
-            if self.is_done:
-                return
-            if self.timing.ttft_seconds is None and any(
-                chunk.content or chunk.thinking or chunk.tool_calls for chunk in chunks
-            ):
-                self.timing.ttft_seconds = time.monotonic() - self._started
-                self._cond.notify_all()  # `wait_for_content`
-            self._chunks.extend(chunks)
-            if self._waiting and self._arrived is not None:
-                self._arrived.notify_all()
+        self._writer.add_chunks(chunks)
 
-    def _settle(
-        self,
-        *,
-        error_class: ErrorClass | None = None,
-        err: str | None = None,
-        error_status: int | None = None,
-    ) -> bool:
-        """Settle once: success when `error_class` is None. Returns False if already done."""
-        with self._cond:
-            if self.is_done:
-                return False
-            self._settle_locked(error_class=error_class, err=err, error_status=error_status)
-            self._aborter = None
-            self._cancel_hooks = []
-            return True
-
-    def _settle_locked(
-        self,
-        *,
-        error_class: ErrorClass | None = None,
-        err: str | None = None,
-        error_status: int | None = None,
-        cancelled: bool = False,
-    ) -> None:
-        self.is_cancelled = cancelled
-        self.is_success = error_class is None and not cancelled
-        self.error_class = error_class
-        self.error_status = error_status
-        self.err = self._scrub(err)
-        self.timing.total_seconds = time.monotonic() - self._started
-        self.is_done = True
-        self._cond.notify_all()
-        if self._arrived is not None:
-            self._arrived.notify_all()
+    def _settle(self, **ending: Any) -> bool:
+        """`ResponseWriter.settle` (keywords `error_class`, `err`, `error_status`)."""
+        return self._writer.settle(
+            ending.get("error_class"), ending.get("err"), ending.get("error_status")
+        )
 
     def _scrub(self, text: str | None) -> str | None:
-        """Remove every form of the secrets from text a server may have echoed them into."""
-        return None if text is None else self._redactor.text(text)
+        return self._writer.scrub(text)
 
 
-def _run_aborter(aborter: Callable[[], None] | None) -> None:
-    if aborter is None:
-        return
-    try:
-        aborter()
-    except Exception:  # teardown is best effort; the cancel has already happened
-        log.debug("transport teardown after cancel failed", exc_info=True)
+def writer_of(response: Response) -> ResponseWriter[Response]:
+    """The write handle of `response`: the runners' one way in (llmchat calls this)."""
+    return response._writer  # the Response's own part: the one read across the seam

@@ -13,22 +13,16 @@ from __future__ import annotations
 
 import threading
 
-from .chunk import Chunk
+from .response_writer import ResponseWriter, Written
 
 __all__ = ["Pacing"]
 
 
 class Pacing:
-    """The `Response` side of pacing: the lead asked for, and how far iterators took it."""
+    """The `Response` side of pacing: ask for a lead (the writer keeps it and checks it)."""
 
     _cond: threading.Condition
-    _chunks: list[Chunk]
-    is_done: bool
-    finish_reason: str | None
-
-    _lead: int | None = None
-    _taken: int = 0
-    """How many chunks the furthest iterator has taken (set by `Response.__iter__`)."""
+    _writer: ResponseWriter[Written]
 
     def _pace(self, lead: int) -> None:
         """Read on only while fewer than `lead` chunks wait to be iterated.
@@ -40,11 +34,8 @@ class Pacing:
         if isinstance(lead, bool) or not isinstance(lead, int) or lead < 1:
             raise ValueError(f"lead must be a positive int, got {lead!r}")
         with self._cond:
-            self._lead = lead
+            self._writer.lead = lead
 
     def _has_room(self) -> bool:
-        """Whether the reader thread may read on (always, unless paced and `lead` ahead)."""
-        lead = self._lead
-        if lead is None or self.is_done or self.finish_reason is not None:
-            return True
-        return len(self._chunks) - self._taken < lead
+        """Whether the reader thread may read on (`ResponseWriter.has_room`)."""
+        return self._writer.has_room()

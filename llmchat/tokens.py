@@ -17,6 +17,7 @@ from . import wire_json
 from .errors import InvalidArgumentError, InvalidTypeError, LLMChatError
 from .messages import Message, MessageLike, coerce_messages, content_text
 from .templates import Template
+from .urls import join_url, server_root
 
 __all__ = ["ROLE_OVERHEAD", "TokenCounter", "Tokenize", "TokenizerError"]
 
@@ -166,7 +167,8 @@ def _server_tokenizer(backend: Any, timeout: float | None) -> Tokenize:
 
     def tokenize(text: str) -> list[int]:
         data = wire_json.encode({field: text})
-        url = backend._url(path, at_root=True)
+        url = join_url(server_root(backend.api_url), path)  # a route at the server root
+        # The backend's bounded side request (a shared internal, `probe.SideRequests`).
         payload, note = backend._request_json(
             "POST", url, data, label=f"POST {path}", limit=timeout
         )

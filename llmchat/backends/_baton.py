@@ -36,6 +36,7 @@ from typing import Final, Literal
 
 from ..pipeline.judge import CANCELLED_ENDING, Ending
 from ..response import Response
+from ..response_writer import ResponseWriter
 
 __all__ = ["LEASE", "ReadBaton", "Reads"]
 
@@ -51,9 +52,9 @@ Reads = Generator[None, None, Ending]
 class ReadBaton:
     """The turn to advance one stream's reads, shared by its reader thread and iterators."""
 
-    def __init__(self, reads: Reads, response: Response) -> None:
+    def __init__(self, reads: Reads, writer: ResponseWriter[Response]) -> None:
         self._reads = reads
-        self._response = response
+        self._writer = writer
         self._cond = threading.Condition(threading.Lock())
         self._owner: Literal["reader", "consumer"] | None = None
         self._pulling = 0  # iterators waiting for the reader's step to end
@@ -71,7 +72,7 @@ class ReadBaton:
         Raises what a read raised (in whichever thread it ran), so the caller
         translates it exactly as before.
         """
-        if self._response._attach_puller(self):
+        if self._writer.attach_puller(self):
             # An iterator is already waiting: let it take the first read.
             self._last_pull = time.monotonic()
         try:
@@ -90,7 +91,7 @@ class ReadBaton:
             while not self._ended:
                 if self._owner is None and not self._pulling:
                     idle = time.monotonic() - self._last_pull
-                    if not self._response._has_room():
+                    if not self._writer.has_room():
                         # Paced and a lead ahead: the consumer reads on itself when it
                         # catches up, or a settle lets this thread read to the end.
                         self._cond.wait(LEASE)
@@ -128,7 +129,7 @@ class ReadBaton:
                 self._owner = "consumer"
                 gone = False
         if gone:
-            self._response._detach_puller(self)
+            self._writer.detach_puller(self)
             return False
         self._step("consumer")
         return True
@@ -152,14 +153,14 @@ class ReadBaton:
             # Ctrl-C in the caller's own read: the generator cannot resume, so the
             # stream is over; cancel it (the socket is shut down) and let it propagate.
             self._end(CANCELLED_ENDING, None)
-            self._response.cancel()
+            self._writer.response.cancel()
             raise
         finally:
             with self._cond:
                 self._owner = None
                 if who == "consumer":
                     self._last_pull = time.monotonic()
-                    if self._response.finish_reason is not None:
+                    if self._writer.response.finish_reason is not None:
                         self._closed = True  # the tail is the reader's (see the module doc)
                 if self._closed or self._pulling:
                     self._cond.notify_all()
@@ -176,4 +177,4 @@ class ReadBaton:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._response._detach_puller(self)
+        self._writer.detach_puller(self)

@@ -13,13 +13,63 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-__all__ = ["ConstructorArgs", "accepted_names", "recorded_args", "recording"]
+from ..errors import InvalidTypeError
+from ._options import KEEP, base_init_kwargs
+
+__all__ = ["Cloneable", "ConstructorArgs", "accepted_names", "recorded_args", "recording"]
 
 _SLOT: Final = "_constructor_args"
 _MARK: Final = "_llmchat_records_args"
 _NAMED: Final = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+_Backend = TypeVar("_Backend", bound="Cloneable")
+
+
+class Cloneable:
+    """`OpenAICommon`'s `clone()`, and the recording of its subclasses' constructors.
+
+    A mixin of the base backend class, which reads its own arguments back
+    from its live state (`_options.base_init_kwargs`); each class below it
+    that defines `__init__` gets it wrapped by `recording`.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap a subclass's own `__init__` so that `clone()` can rebuild it."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and Cloneable not in cls.__bases__:  # not the base's own
+            cls.__init__ = recording(init)  # type: ignore[method-assign]
+
+    def _init_kwargs(self) -> dict[str, Any]:
+        """Return the constructor arguments that rebuild this backend, as a new dict.
+
+        The subclass's own arguments as recorded when it was built, then the
+        base's read back from the backend (so a changed `model` or `settings`
+        is kept); only names the constructor accepts. `clone()` starts from
+        this. llmchat calls this; user code does not; override it in a
+        subclass only for an argument whose value changes after construction
+        (call `super()`, then adjust the copy).
+        """
+        kwargs = {**recorded_args(self), **base_init_kwargs(self)}
+        accepted = accepted_names(type(self))
+        return kwargs if accepted is None else {k: v for k, v in kwargs.items() if k in accepted}
+
+    def clone(self: _Backend, **changes: Any) -> _Backend:
+        """Return a new backend like this one, with `changes` applied.
+
+        Every constructor argument may be changed, a subclass's own ones
+        too; one not named (or given as `KEEP`) is kept. Passing `None` sets
+        that argument to None (for a timeout: no limit); an unknown name
+        raises `TypeError`.
+        """
+        kwargs = self._init_kwargs()
+        unknown = sorted(set(changes) - set(kwargs))
+        if unknown:
+            raise InvalidTypeError(f"clone() got unknown argument(s): {', '.join(unknown)}")
+        kwargs.update({k: v for k, v in changes.items() if v is not KEEP})
+        return type(self)(**kwargs)
 
 
 class ConstructorArgs:

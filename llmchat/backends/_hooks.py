@@ -21,7 +21,7 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, MessageLike
 from ..pipeline.think_tags import ThinkTags
 from ..redact import Redactor
-from ..response import Response
+from ..response import Response, writer_of
 from ..settings import Settings
 from ..urls import join_url
 from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
@@ -236,7 +236,7 @@ class Hooks(probe.SideRequests):
     def _with_abort(self, response: Response) -> Response:
         """`response`, whose cancel also posts `abort_path` in the background (when set)."""
         if self.abort_path is not None:
-            response._add_cancel_hook(
+            writer_of(response).add_cancel_hook(
                 lambda: threading.Thread(
                     target=self._post_abort, name="llmchat-abort", daemon=True
                 ).start()

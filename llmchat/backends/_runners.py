@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from ..chunk import Chunk
-from ..completion import ErrorBody, error_message, json_error_message
+from ..completion import error_message, json_error_message
 from ..dialects.base import Framing
 from ..ndjson import NDJSONDecoder
 from ..pipeline.accumulate import Accumulator
@@ -30,7 +30,8 @@ from ..pipeline.judge import (
     EOF_ENDING,
     Ending,
 )
-from ..response import Response
+from ..response import Response, writer_of
+from ..response_writer import ResponseWriter
 from ..sse import EventTooLarge, SSEDecoder, SSEEvent
 from ..transport import (
     Exchange,
@@ -51,7 +52,6 @@ log = logging.getLogger("llmchat")
 __all__ = [
     "complete_body",
     "decide_finish",
-    "pump",
     "pump_reads",
     "run_blocking",
     "settle",
@@ -68,22 +68,21 @@ ERR_NOT_UTF8: Final = "Response body is not valid UTF-8"
 def run_blocking(call: Call, response: Response) -> None:
     """One blocking completion: send, read the whole body, settle."""
     request = call.request
-    exchange = Exchange()
-    exchange.arm_deadline(call.timeouts.request)
-    response._attach_aborter(lambda: exchange.abort("cancel"))
+    writer = writer_of(response)
+    exchange = _armed_exchange(call, writer)
     wirelog = WireLog(call.secrets)
     wirelog.request(request.method, request.url, request.headers, request.data)
     http = None
     try:
         http = open_request(call.transport, call.timeouts, request, exchange, wirelog)
         wirelog.response(http.status_code, http.headers)
-        _note_headers(response, http)
+        writer.note_headers(http.headers)
         data = read_all(http, wirelog, call.max_response_bytes)
     except Exception as exc:
         ending = ending_of_failure(
             call, exc, exchange, after_headers=http is not None, stream=False
         )
-        settle(call, response, ending, new_accumulator(call, keep_raw=True))
+        settle(call, writer, ending, new_accumulator(call, keep_raw=True))
         wirelog.end(f"failed: {response.err}")
         return
     finally:
@@ -96,8 +95,9 @@ def run_blocking(call: Call, response: Response) -> None:
 
 def complete_body(call: Call, response: Response, status: int, data: bytes) -> None:
     """A whole body (blocking, or a stream answered without SSE): a one-payload stream."""
+    writer = writer_of(response)
     acc = new_accumulator(call, keep_raw=True)
-    settle(call, response, _read_body(call.lift_usage, response, status, data, acc), acc)
+    settle(call, writer, _read_body(call.lift_usage, writer, status, data, acc), acc)
 
 
 def new_accumulator(call: Call, *, keep_raw: bool) -> Accumulator:
@@ -106,10 +106,10 @@ def new_accumulator(call: Call, *, keep_raw: bool) -> Accumulator:
 
 
 def _read_body(
-    lift: LiftUsage, response: Response, status: int, data: bytes, acc: Accumulator
+    lift: LiftUsage, writer: ResponseWriter[Response], status: int, data: bytes, acc: Accumulator
 ) -> Ending:
     if status >= 300:  # a redirect still here was not followed (another origin)
-        return _http_failure(response, status, data)
+        return _http_failure(writer, status, data)
     try:
         text = data.decode("utf-8-sig")  # a leading BOM is dropped
     except UnicodeDecodeError:
@@ -117,35 +117,31 @@ def _read_body(
     if not text.strip():
         return Ending("malformed", message="Empty response body")
     payload = parse_json(text)
+    response = writer.response
+    chunks: list[Chunk] = []
     if isinstance(payload, list) and acc.dialect.array_body:
         # A stream sent as one JSON array (Gemini without alt=sse): its payloads in order.
-        chunks: list[Chunk] = []
         for item in payload:
             if isinstance(item, Mapping):
                 lift(response, item)
                 chunks += acc.feed_payload(item)
             else:
                 acc.drop()
-        _sync(response, acc)
-        response._publish(chunks)
-        return Ending("body", body=text)
-    if not isinstance(payload, Mapping):
+    elif isinstance(payload, Mapping):
+        lift(response, payload)
+        chunks = acc.feed_payload(payload, whole=True)
+    else:
         return Ending("malformed", message=f"Response is not a JSON object: {_excerpt(text)}")
-    lift(response, payload)
-    chunks = acc.feed_payload(payload, whole=True)
-    _sync(response, acc)
-    response._publish(chunks)
+    _sync(writer, acc)
+    writer.publish(chunks)
     return Ending("body", body=text)
 
 
-def _http_failure(response: Response, status: int, data: bytes) -> Ending:
+def _http_failure(writer: ResponseWriter[Response], status: int, data: bytes) -> Ending:
     # Only for the message: an error body is read whatever its bytes are.
     text = data.decode("utf-8-sig", "replace")
     payload = parse_json(text)
-    message = json_error_message(payload)
-    response._error_body = ErrorBody(
-        len(data), response._content_type, None if message is None else response._scrub(message)
-    )
+    writer.note_error_body(len(data), json_error_message(payload))
     return Ending("http", message=error_message(payload, text, status), status=status)
 
 
@@ -154,9 +150,7 @@ def _http_failure(response: Response, status: int, data: bytes) -> Ending:
 
 def start_stream(call: Call, response: Response) -> None:
     """Start the reader thread for a streamed completion; returns at once."""
-    exchange = Exchange()
-    exchange.arm_deadline(call.timeouts.request)
-    response._attach_aborter(lambda: exchange.abort("cancel"))
+    exchange = _armed_exchange(call, writer_of(response))
     threading.Thread(
         target=stream_worker,
         args=(call, response, exchange),
@@ -173,6 +167,7 @@ def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
     its connection can go back to the pool (`_reuse.drain`).
     """
     request = call.request
+    writer = writer_of(response)
     wirelog = WireLog(call.secrets)
     wirelog.request(request.method, request.url, request.headers, request.data)
     acc = new_accumulator(call, keep_raw=call.keep_raw)
@@ -182,10 +177,10 @@ def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
         try:
             http = open_request(call.transport, call.timeouts, request, exchange, wirelog)
             wirelog.response(http.status_code, http.headers)
-            _note_headers(response, http)
+            writer.note_headers(http.headers)
             if _is_stream(http, acc.dialect.framing):
-                reads = pump_reads(call, http, response, acc, exchange, wirelog)
-                ending = ReadBaton(reads, response).run()
+                reads = pump_reads(call, http, writer, acc, exchange, wirelog)
+                ending = ReadBaton(reads, writer).run()
             else:
                 # An error status, or a server that ignored "stream": a whole body.
                 data = read_all(http, wirelog, call.max_response_bytes)
@@ -204,10 +199,10 @@ def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
             _close(exchange, http)
         try:
             if ending is not None:
-                settle(call, response, ending, acc)
+                settle(call, writer, ending, acc)
         finally:
             if not response.is_done:  # a bug in a hook must not leave a Response live
-                response._settle(error_class="unknown", err="The stream reader failed")
+                writer.settle("unknown", "The stream reader failed")
             wirelog.end("cancelled" if response.is_cancelled else response.err or "ok")
         if draining is not None:
             wirelog.connection(drain(draining, exchange, grace))
@@ -221,28 +216,10 @@ def _close(exchange: Exchange, http: TransportResponse | None) -> None:
         http.close()
 
 
-def pump(
-    call: Call,
-    http: TransportResponse,
-    response: Response,
-    acc: Accumulator,
-    exchange: Exchange,
-    wirelog: WireLog,
-) -> Ending:
-    """`pump_reads` run to its end on the calling thread; its Ending."""
-    reads = pump_reads(call, http, response, acc, exchange, wirelog)
-    while True:
-        try:
-            next(reads)
-        except StopIteration as stop:
-            ending: Ending = stop.value
-            return ending
-
-
 def pump_reads(
     call: Call,
     http: TransportResponse,
-    response: Response,
+    writer: ResponseWriter[Response],
     acc: Accumulator,
     exchange: Exchange,
     wirelog: WireLog,
@@ -262,6 +239,7 @@ def pump_reads(
     )
     lift = call.lift_usage
     grace = call.timeouts.finish_grace
+    response = writer.response
     for data in http.iter_bytes(call.max_response_bytes):
         wirelog.first_byte()
         response.last_activity_at = time.monotonic()
@@ -270,10 +248,10 @@ def pump_reads(
             events = decoder.feed(data)
         except EventTooLarge as exc:  # publish what came before it, then fail
             _publish(
-                response, acc, exchange, grace, _apply(exc.events, acc, response, lift), finished
+                writer, acc, exchange, grace, _apply(exc.events, acc, response, lift), finished
             )
             raise
-        _publish(response, acc, exchange, grace, _apply(events, acc, response, lift), finished)
+        _publish(writer, acc, exchange, grace, _apply(events, acc, response, lift), finished)
         if acc.done:
             return CANCELLED_ENDING if exchange.aborted == "cancel" else DONE_ENDING
         yield
@@ -281,7 +259,7 @@ def pump_reads(
     chunks = _apply(decoder.flush(), acc, response, lift)
     if not acc.done and acc.finish_reason is None:
         chunks += acc.flush_text()  # the body ended mid-answer: keep what the filter held
-    _publish(response, acc, exchange, grace, chunks, finished)
+    _publish(writer, acc, exchange, grace, chunks, finished)
     if acc.done and exchange.aborted != "cancel":
         return DONE_ENDING
     # A body that ends after an abort is never a clean end.
@@ -304,7 +282,7 @@ def _apply(
 
 
 def _publish(
-    response: Response,
+    writer: ResponseWriter[Response],
     acc: Accumulator,
     exchange: Exchange,
     grace: float | None,
@@ -314,16 +292,15 @@ def _publish(
     """One read's effect on the Response: the finish stamp, the fields, the chunks."""
     if not finished_before and acc.finish_reason is not None:
         # Recorded, not acted on: read on for the usage frame, but not forever.
-        response._record(
-            finish_reason=acc.finish_reason, provider_finish_reason=acc.provider_reason
-        )
+        _record_finish(writer, acc)
         if acc.dialect.finish_is_last:
             exchange.schedule_abort(grace, "grace")
-    _sync(response, acc)
-    response._publish(chunks)
+    _sync(writer, acc)
+    writer.publish(chunks)
 
 
-def _sync(response: Response, acc: Accumulator) -> None:
+def _sync(writer: ResponseWriter[Response], acc: Accumulator) -> None:
+    response = writer.response
     if response.id is None and acc.id is not None:
         response.id = acc.id
     if acc.citations is not None and response.citations is not acc.citations:
@@ -331,9 +308,19 @@ def _sync(response: Response, acc: Accumulator) -> None:
     if response.dropped_frames != acc.dropped:
         response.dropped_frames = acc.dropped
     if acc.finish_reason is not None and response.provider_finish_reason is None:
-        response._record(
-            finish_reason=acc.finish_reason, provider_finish_reason=acc.provider_reason
-        )
+        _record_finish(writer, acc)
+
+
+def _record_finish(writer: ResponseWriter[Response], acc: Accumulator) -> None:
+    writer.record(finish_reason=acc.finish_reason, provider_finish_reason=acc.provider_reason)
+
+
+def _armed_exchange(call: Call, writer: ResponseWriter[Response]) -> Exchange:
+    """A new exchange with the whole-request deadline armed, torn down by a cancel."""
+    exchange = Exchange()
+    exchange.arm_deadline(call.timeouts.request)
+    writer.attach_aborter(lambda: exchange.abort("cancel"))
+    return exchange
 
 
 # -- the exchange -------------------------------------------------------------------
@@ -371,11 +358,6 @@ def read_all(http: TransportResponse, wirelog: WireLog, limit: int | None) -> by
         wirelog.first_byte()
         parts.append(data)
     return b"".join(parts)
-
-
-def _note_headers(response: Response, http: TransportResponse) -> None:
-    response.retry_after = http.headers.get("Retry-After")
-    response._content_type = http.headers.get("Content-Type")
 
 
 def _is_stream(http: TransportResponse, framing: Framing) -> bool:

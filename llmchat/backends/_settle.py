@@ -22,6 +22,7 @@ from ..pipeline.judge import (
     judge_reason,
 )
 from ..response import Response
+from ..response_writer import ResponseWriter
 from ..sse import EventTooLarge
 from ..transport import BodyTooLarge, Exchange, Timeouts, classify_exception
 from .call import Call
@@ -82,8 +83,9 @@ def ending_of_failure(
     return Ending("transport", error_class, message)
 
 
-def settle(call: Call, response: Response, ending: Ending, acc: Accumulator) -> None:
+def settle(call: Call, writer: ResponseWriter[Response], ending: Ending, acc: Accumulator) -> None:
     """The one place an ending becomes the Response's terminal state."""
+    response = writer.response
     if response.is_done:  # cancelled: nothing is reconciled, no hook runs
         return
     verdict = judge(ending, acc)
@@ -92,26 +94,24 @@ def settle(call: Call, response: Response, ending: Ending, acc: Accumulator) -> 
     if verdict.finished:
         decided = decide_finish(call, response, acc.finish_reason, acc.provider_reason)
         reason, verdict = judge_reason(decided, bool(acc.tool_calls))
-        response._record(finish_reason=reason, provider_finish_reason=acc.provider_reason)
+        writer.record(finish_reason=reason, provider_finish_reason=acc.provider_reason)
         if acc.parts:
             response.reasoning_parts = list(acc.parts)
         if verdict.error_class is None:
-            run_hook(call, response)
+            run_hook(call, writer)
             return
-    response._settle(
-        error_class=verdict.error_class, err=verdict.err, error_status=verdict.error_status
-    )
+    writer.settle(verdict.error_class, verdict.err, verdict.error_status)
 
 
-def run_hook(call: Call, response: Response) -> None:
+def run_hook(call: Call, writer: ResponseWriter[Response]) -> None:
     """Run the completion hook on a success, then settle; a hook that raises fails it."""
     try:
-        call.on_complete(response)
+        call.on_complete(writer.response)
     except Exception as exc:
         log.warning("completion hook raised: %s", call.redactor().exception(exc))
-        response._settle(error_class="unknown", err=f"{type(exc).__name__}: {exc}")
+        writer.settle("unknown", f"{type(exc).__name__}: {exc}")
         return
-    response._settle()
+    writer.settle()
 
 
 def decide_finish(

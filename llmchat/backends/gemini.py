@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
+from ..counts import is_positive_int
 from ..dialects.base import Dialect
 from ..dialects.gemini import GeminiContent as GeminiDialect
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ..probe import _is_positive_int
 from . import _bodies
 from ._bodies import ChatBodyBuilder
 from ._request import USER_AGENT
@@ -98,10 +98,10 @@ class Gemini(OpenAICommon):
         if note is not None:
             return {"source": self.probe_source, "note": note}
         limit = payload.get("inputTokenLimit") if isinstance(payload, Mapping) else None
-        if not _is_positive_int(limit):
+        if not is_positive_int(limit):
             return {"source": self.probe_source, "note": "GET model has no inputTokenLimit"}
         result: dict[str, Any] = {"source": self.probe_source, "context_length": limit}
         output = payload.get("outputTokenLimit")
-        if _is_positive_int(output):
+        if is_positive_int(output):
             result["max_output_tokens"] = output
         return result

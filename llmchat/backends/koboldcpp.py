@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..counts import is_positive_int
 from ..response import Response
 from ..settings import Settings
-from .openai_common import OpenAICommon, _is_positive_int
+from .openai_common import OpenAICommon
 from .options import OptionsBesideHeadersTimeout
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class KoboldCpp(OpenAICommon):
         if note is not None:
             return {"source": self.probe_source, "note": note}
         value = payload.get("value")
-        if not _is_positive_int(value):
+        if not is_positive_int(value):
             return {"source": self.probe_source, "note": f"GET {self.limits_path} has no value"}
         return {"source": self.probe_source, "context_length": value}
 
@@ -104,7 +105,7 @@ def _stop_evidence(response: Response, request: Mapping[str, Any]) -> dict[str, 
     """Why a `length` finish was really a stop, or None when nothing says so."""
     max_tokens = request.get("max_tokens", request.get("max_length"))
     used = response.completion_tokens
-    if _is_positive_int(max_tokens) and isinstance(used, int) and used < max_tokens:
+    if is_positive_int(max_tokens) and isinstance(used, int) and used < max_tokens:
         return {"rule": "completion_tokens", "completion_tokens": used, "max_tokens": max_tokens}
     stop = request.get("stop")
     stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []

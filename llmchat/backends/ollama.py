@@ -15,12 +15,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+from ..counts import is_positive_int
 from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..dialects.ollama import OllamaChat, OllamaGenerate
 from ..dialects.ollama_request import generate_body, prompt_parts
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import MessageLike
-from ..probe import _is_positive_int
 from ..response import Response
 from ..settings import Settings
 from . import _bodies
@@ -186,4 +186,4 @@ def _context_length(payload: Mapping[str, Any]) -> int | None:
         return None
     arch = info.get("general.architecture")
     value = info.get(f"{arch}.context_length") if isinstance(arch, str) else None
-    return value if _is_positive_int(value) else None
+    return value if is_positive_int(value) else None

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 
 from ..dialects.base import Dialect
 from ..dialects.openai_chat import OpenAIChat, OpenAIText
-from ..errors import InvalidTypeError
 from ..messages import (
     Message,
     MessageLike,
@@ -26,13 +25,13 @@ from ..messages import (
     normalize_messages,
 )
 from ..pipeline.think_tags import ThinkTags
-from ..probe import _is_positive_int as _is_positive_int  # koboldcpp imports it from here
 from ..response import Response
 from ..settings import Settings
 from ..transport import DEFAULT_POOL_SIZE, Exchange, RequestsTransport, Timeouts, Transport
-from . import _clone, _runners
+from . import _runners
+from ._clone import Cloneable
 from ._hooks import Hooks
-from ._options import KEEP, base_init_kwargs, check_arguments, server_and_key
+from ._options import KEEP, check_arguments, server_and_key
 from ._request import USER_AGENT, WireRequest, openai_messages
 
 log = logging.getLogger("llmchat")
@@ -40,7 +39,7 @@ log = logging.getLogger("llmchat")
 __all__ = ["KEEP", "USER_AGENT", "OpenAICommon", "WireRequest"]
 
 
-class OpenAICommon(Hooks):
+class OpenAICommon(Cloneable, Hooks):
     """A chat backend for any OpenAI-compatible server.
 
         backend = OpenAICommon("http://127.0.0.1:8080/v1", model="qwen")
@@ -139,13 +138,6 @@ class OpenAICommon(Hooks):
     """Environment variables read, first set wins, for the key when `api_key` is None
     (an empty value counts as unset; a malformed one raises, naming the variable)."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Wrap a subclass's own `__init__` so that `clone()` can rebuild it."""
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is not None:
-            cls.__init__ = _clone.recording(init)  # type: ignore[method-assign]
-
     def __init__(
         self,
         api_url: str | None = None,
@@ -235,35 +227,6 @@ class OpenAICommon(Hooks):
             f"{type(self).__name__}(api_url={self.api_url!r}, model={self.model!r}, api_key={key})"
         )
 
-    def _init_kwargs(self) -> dict[str, Any]:
-        """Return the constructor arguments that rebuild this backend, as a new dict.
-
-        The subclass's own arguments as recorded when it was built, then the
-        base's read back from the backend (so a changed `model` or `settings`
-        is kept); only names the constructor accepts. `clone()` starts from
-        this. llmchat calls this; user code does not; override it in a
-        subclass only for an argument whose value changes after construction
-        (call `super()`, then adjust the copy).
-        """
-        kwargs = {**_clone.recorded_args(self), **base_init_kwargs(self)}
-        accepted = _clone.accepted_names(type(self))
-        return kwargs if accepted is None else {k: v for k, v in kwargs.items() if k in accepted}
-
-    def clone(self, **changes: Any) -> OpenAICommon:
-        """Return a new backend like this one, with `changes` applied.
-
-        Every constructor argument may be changed, a subclass's own ones
-        too; one not named (or given as `KEEP`) is kept. Passing `None` sets
-        that argument to None (for a timeout: no limit); an unknown name
-        raises `TypeError`.
-        """
-        kwargs = self._init_kwargs()
-        unknown = sorted(set(changes) - set(kwargs))
-        if unknown:
-            raise InvalidTypeError(f"clone() got unknown argument(s): {', '.join(unknown)}")
-        kwargs.update({k: v for k, v in changes.items() if v is not KEEP})
-        return type(self)(**kwargs)
-
     # -- messages -----------------------------------------------------------
 
     def normalized_messages(self, messages: Iterable[MessageLike]) -> list[Message]:
@@ -333,9 +296,7 @@ class OpenAICommon(Hooks):
         `error_class`, `err`), with whatever arrived kept on it.
         """
         request = self.prepare_chat_request(messages, tools, tool_choice, settings)
-        response = self.make_response(request.body)
-        _runners.run_blocking(self._call(request, "chat", stream=False), response)
-        return response
+        return self._run(request, "chat", stream=False)
 
     def text_completion(
         self,
@@ -349,15 +310,26 @@ class OpenAICommon(Hooks):
         chat path's (``length`` is a failure).
         """
         request = self.prepare_text_request(messages, continuation, settings)
-        response = self.make_response(request.body)
-        _runners.run_blocking(self._call(request, "text", stream=False), response)
-        return response
+        return self._run(request, "text", stream=False)
 
     def cancel(self, response: Response) -> None:
         """Cancel `response` (the same as `response.cancel()`)."""
         response.cancel()
 
     # -- the runners (`_runners`) ------------------------------------------
+
+    def _run(self, request: WireRequest, kind: str, *, stream: bool) -> Response:
+        """Make the Response of `request` and run it: to its end, or start its reader thread.
+
+        The `Call` is taken after the Response is made (the documented hook order).
+        """
+        if stream:
+            response = self.make_stream_response(request.body)
+            _runners.start_stream(self._call(request, kind, stream=True), response)
+        else:
+            response = self.make_response(request.body)
+            _runners.run_blocking(self._call(request, kind, stream=False), response)
+        return response
 
     def _stream_worker(
         self, request: WireRequest, response: Response, exchange: Exchange, kind: str
@@ -386,9 +358,7 @@ class OpenAICommon(Hooks):
             print(r.is_success, r.err)
         """
         request = self.prepare_chat_request(messages, tools, tool_choice, settings, stream=True)
-        response = self.make_stream_response(request.body)
-        _runners.start_stream(self._call(request, "chat", stream=True), response)
-        return response
+        return self._run(request, "chat", stream=True)
 
     def text_completion_stream(
         self,
@@ -401,9 +371,7 @@ class OpenAICommon(Hooks):
         Same termination contract and cancellation as `chat_completion_stream`.
         """
         request = self.prepare_text_request(messages, continuation, settings, stream=True)
-        response = self.make_stream_response(request.body)
-        _runners.start_stream(self._call(request, "text", stream=True), response)
-        return response
+        return self._run(request, "text", stream=True)
 
     def close(self) -> None:
         """Close the backend's pooled connections (only a session llmchat created)."""

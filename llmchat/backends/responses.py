@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
+from ..counts import is_positive_int
 from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..dialects.responses import ResponsesDialect
-from ..probe import _is_positive_int
 from ..response import Response
 from . import _bodies
 from ._bodies import ChatBodyBuilder
@@ -82,7 +82,7 @@ class OpenAIResponses(OpenAICommon):
             return reason
         limit = request.get("max_output_tokens")
         used = response.completion_tokens
-        if not (isinstance(limit, int) and _is_positive_int(limit)) or not isinstance(used, int):
+        if not (isinstance(limit, int) and is_positive_int(limit)) or not isinstance(used, int):
             return reason
         if used < limit:
             return reason
