@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias
 
 from ..dialects.anthropic import AnthropicMessages
 from ..dialects.anthropic_request import DEFAULT_MAX_TOKENS, messages_body
-from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, OPENAI_ONLY_SAMPLERS, Dialect
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..settings import Settings
 from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
@@ -33,13 +33,7 @@ DEFAULT_VERSION: Final = "2023-06-01"
 AuthStyle: TypeAlias = Literal["x-api-key", "bearer"]
 
 _DROPPED: Final = (
-    "min_p",
-    "typical_p",
-    "repetition_penalty",
-    "frequency_penalty",
-    "presence_penalty",
-    "seed",
-    "logit_bias",
+    *OPENAI_ONLY_SAMPLERS,
     "logprobs",
     "top_logprobs",
     *LLAMA_CPP_SETTINGS,

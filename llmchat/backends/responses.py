@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from ..counts import is_positive_int
-from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
+from ..dialects.base import LLAMA_CPP_SETTINGS, OPENAI_ONLY_SAMPLERS, Dialect
 from ..dialects.responses import ResponsesDialect
 from ..response import Response
 from . import _bodies
@@ -30,14 +30,8 @@ DEFAULT_API_URL: Final = "https://api.openai.com/v1"
 # Settings the Responses API has no member for; an extra_body key of the same name is still sent.
 _NOT_IN_THE_API: Final = (
     "top_k",
-    "min_p",
-    "typical_p",
-    "repetition_penalty",
-    "frequency_penalty",
-    "presence_penalty",
-    "seed",
+    *OPENAI_ONLY_SAMPLERS,
     "stop",
-    "logit_bias",
     "reasoning_budget_tokens",
     *LLAMA_CPP_SETTINGS,
 )

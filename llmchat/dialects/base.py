@@ -116,6 +116,18 @@ LLAMA_CPP_SETTINGS: Final = (
 """`Settings` fields only llama.cpp-style servers read (XTC, DRY, slot, prompt cache):
 the other dialects have no member for them and leave them out of the body."""
 
+OPENAI_ONLY_SAMPLERS: Final = (
+    "min_p",
+    "typical_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "logit_bias",
+)
+"""Sampler settings of OpenAI chat (and llama.cpp) that neither Anthropic's Messages
+nor the Responses API has a member for: both leave them out of the body."""
+
 
 def inband_error(error: Any) -> str | None:
     """The message of a provider's in-band `error` value; None when there is none."""
