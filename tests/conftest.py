@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,11 +16,6 @@ settings.register_profile(
     "llmchat", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 settings.load_profile("llmchat")
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
-CONFORMANCE_DIR = SHARED / "conformance"
-CAPTURES_DIR = SHARED / "captures"
 
 
 def pytest_report_header(config: object) -> str:

@@ -27,8 +27,8 @@ from llmchat.retry import Exhausted, Inference
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 from llmchat.wirelog import ENV_VAR
 
-from .chat_frames import chunk as _chunk
-from .proxy_support import running_proxy
+from .support.chat_frames import chunk as _chunk
+from .support.proxy import running_proxy
 
 KEY = "sk-proj/Zx9Qw+SECRETSECRET_7"
 """Has "/" and "+", so its repr, JSON-escaped (`\\/`) and percent-encoded forms differ."""

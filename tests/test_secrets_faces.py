@@ -22,8 +22,8 @@ from llmchat import OpenAICommon
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer
 
 from . import test_redirects
-from .chat_frames import chunk
-from .proxy_support import running_proxy
+from .support.chat_frames import chunk
+from .support.proxy import running_proxy
 from .test_secrets import KEY, MARKER, WAIT, _leaks
 
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 
 from llmchat.sse import EventTooLarge, SSEDecoder, SSEEvent
 
-from .conftest import CAPTURES_DIR
+from .support.paths import CAPTURES_DIR
+from .support.paths import FIXTURES_DIR as SUPPORT_FIXTURES
 
-FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "llamacpp"
+FIXTURES_DIR = SUPPORT_FIXTURES / "llamacpp"
 SHARED_LLAMACPP = CAPTURES_DIR / "llamacpp"
 
 # Splitting a transcript at every offset is quadratic in its length. Up to this

@@ -21,7 +21,7 @@ from llmchat.toolloop import ToolLoop
 from llmchat.tools import ToolCall
 from llmchat.wirelog import ENV_VAR
 
-from .anthropic_support import message_events, sse, sse_reply
+from ..support.anthropic import message_events, sse, sse_reply
 
 HI = [{"role": "user", "content": "Hi"}]
 WAIT = 10.0

@@ -21,7 +21,7 @@ from llmchat.backends import _baton
 from llmchat.testing import Drop, Reply, ScriptedServer, Stall, Step, WaitFor, Write
 from llmchat.transport import TransportResponse
 
-from .transport_support import WrappingTransport
+from ..support.transport import WrappingTransport
 
 HI = [{"role": "user", "content": "Hi"}]
 WAIT = 10.0

@@ -20,7 +20,7 @@ from llmchat.response import Response
 from llmchat.templates import ChatML
 from llmchat.testing import ChatResponder, Drop, Pause, Reply, ScriptedServer, Stall, Write
 
-from .conftest import CAPTURES_DIR
+from ..support.paths import CAPTURES_DIR
 
 KEY = "sk-loopback-SECRET-4242"
 HI = [{"role": "user", "content": "Hi there"}]

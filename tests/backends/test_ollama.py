@@ -13,7 +13,7 @@ from llmchat.backends.ollama import Ollama
 from llmchat.pipeline.judge import ERR_STREAM_CLOSED
 from llmchat.testing import Drop, RecordedRequest, Reply, ScriptedServer, Stall, Write
 
-from .ollama_support import HI, NDJSON, call, chat_line, final, ndjson_reply
+from ..support.ollama import HI, NDJSON, call, chat_line, final, ndjson_reply
 
 WAIT = 10.0
 KEY = "ollama-key/Zx9+SECRETSECRET_7"

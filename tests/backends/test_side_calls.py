@@ -24,7 +24,9 @@ from llmchat.backends.openrouter import OpenRouter
 from llmchat.backends.responses import OpenAIResponses
 from llmchat.testing import Reply, ScriptedServer, Stall
 
-ROOT = Path(__file__).resolve().parent.parent
+from ..support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 @pytest.fixture

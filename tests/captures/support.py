@@ -28,7 +28,7 @@ import pytest
 
 from llmchat.response import Response
 
-EXPECTED_DIR = Path(__file__).resolve().parent / "fixtures" / "captures_expected"
+EXPECTED_DIR = Path(__file__).resolve().parent / "expected"
 PROVENANCE = "PROVENANCE.md"
 
 

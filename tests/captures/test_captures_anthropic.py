@@ -37,9 +37,9 @@ from llmchat.response import Response
 from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer
 
-from . import capture_support as shared
-from .anthropic_support import fold, message_events, payloads, sse, sse_reply
-from .conftest import CAPTURES_DIR
+from ..support.anthropic import fold, message_events, payloads, sse, sse_reply
+from ..support.paths import CAPTURES_DIR
+from . import support as shared
 
 CAPTURES = CAPTURES_DIR / "anthropic"
 PROVENANCE = CAPTURES / "PROVENANCE.md"

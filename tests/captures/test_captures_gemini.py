@@ -43,8 +43,8 @@ from llmchat.response import Response
 from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer, Write
 
-from . import capture_support as shared
-from .conftest import CAPTURES_DIR
+from ..support.paths import CAPTURES_DIR
+from . import support as shared
 
 CAPTURES = CAPTURES_DIR / "gemini"
 HI = [{"role": "user", "content": "Hi"}]

@@ -36,9 +36,9 @@ from llmchat.response import Response
 from llmchat.testing import Reply, ScriptedServer
 from llmchat.testing.script import Framing, dumps
 
-from . import capture_support as shared
-from .conftest import CAPTURES_DIR
-from .ollama_support import HI, ndjson_reply, run_pieces
+from ..support.ollama import HI, ndjson_reply, run_pieces
+from ..support.paths import CAPTURES_DIR
+from . import support as shared
 
 CAPTURES = CAPTURES_DIR / "ollama"
 SETTLE_GUARD = 60.0  # a hang guard only: every stream here ends on done, an error or EOF

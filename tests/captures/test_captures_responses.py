@@ -40,8 +40,8 @@ from llmchat.sse import SSEDecoder
 from llmchat.testing import Reply, ScriptedServer, Write
 from llmchat.testing.script import Framing
 
-from . import capture_support as shared
-from .conftest import CAPTURES_DIR
+from ..support.paths import CAPTURES_DIR
+from . import support as shared
 
 CAPTURES = CAPTURES_DIR / "responses"
 PROVENANCE = CAPTURES / "PROVENANCE.md"

@@ -11,6 +11,8 @@ from pathlib import Path
 from llmchat import OpenAICommon, Settings
 from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
+from ..support.paths import REPO_ROOT
+
 CONVERSATION = {
     "model": "m",
     "messages": [
@@ -166,6 +168,6 @@ def test_the_command_line_starts_without_the_proxy() -> None:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=REPO_ROOT,
     )
     assert result.stdout.strip() == "[]"

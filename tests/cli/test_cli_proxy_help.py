@@ -13,7 +13,7 @@ from llmchat.cli import main
 from llmchat.proxy import make_app
 from llmchat.testing import ChatResponder, ScriptedServer
 
-from .proxy_support import running_proxy
+from ..support.proxy import running_proxy
 
 WAIT = 10.0
 MESSAGES = [{"role": "user", "content": "hi"}]

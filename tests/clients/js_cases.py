@@ -25,10 +25,10 @@ from llmchat.testing import (
     Write,
 )
 
-from .agent_upstream import AgentUpstream, chat_reply, tool_results
-from .chat_frames import chunk
-from .node_support import node_json
-from .proxy_support import proxy_over
+from ..support.agent_upstream import AgentUpstream, chat_reply, tool_results
+from ..support.chat_frames import chunk
+from ..support.proxy import proxy_over
+from .support import node_json
 
 WAIT = 10.0
 TEXT = "Hello from the proxy."

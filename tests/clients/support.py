@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-JS_DIR = Path(__file__).resolve().parent / "js"
+from ..support.paths import JS_DIR
+
 NODE_MODULES = JS_DIR / "node_modules"
 INSTALL_HINT = "run `npm ci --prefix tests/js` (what .ci/run does)"
 

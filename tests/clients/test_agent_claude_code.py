@@ -32,9 +32,10 @@ import pytest
 from llmchat.backends.openai_common import OpenAICommon
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 
-from .agent_upstream import AgentUpstream, tool_results
-from .node_support import bin_path
-from .proxy_support import running_proxy
+from ..support.agent_upstream import AgentUpstream, tool_results
+from ..support.paths import REPO_ROOT
+from ..support.proxy import running_proxy
+from .support import bin_path
 
 WRITTEN = "made-by-claude.txt"
 SAID = "wrote-it"
@@ -234,7 +235,7 @@ def gunicorn_proxy(agent: tuple[AgentUpstream, ScriptedServer]) -> Iterator[str]
     """``llmchat proxy --model served-model --workers 1 --threads 4``, with a proxy key."""
     pytest.importorskip("gunicorn")
     _, server = agent
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     env = {
         **os.environ,
         "PYTHONPATH": str(root),

@@ -24,9 +24,9 @@ import pytest
 
 from llmchat.testing import ScriptedServer
 
-from .agent_upstream import AgentUpstream, shell_plan, tool_results
-from .node_support import bin_path
-from .proxy_servers import serve_proxy
+from ..support.agent_upstream import AgentUpstream, shell_plan, tool_results
+from ..support.proxy_servers import serve_proxy
+from .support import bin_path
 
 KEY = "sk-proxy-test-key"
 ENV_KEY = "LLMCHAT_TEST_KEY"

@@ -19,9 +19,9 @@ import pytest
 
 from llmchat.testing import RecordedRequest, Reply
 
-from .chat_frames import chunk, usage_chunk
-from .node_support import node_json, package_dir
-from .proxy_support import proxy_over
+from ..support.chat_frames import chunk, usage_chunk
+from ..support.proxy import proxy_over
+from .support import node_json, package_dir
 
 THOUGHT = "The user says hi; greet back."
 TEXT = "Hello there."

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from .js_cases import FINAL, REASONING, TEXT, WAIT, case_proxy, run_cases
-from .node_support import package_dir
+from .support import package_dir
 
 # client -> (its npm packages, face -> the stop reason it shows for a length stop)
 CLIENTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {

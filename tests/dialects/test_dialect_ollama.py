@@ -18,7 +18,7 @@ from llmchat.dialects.ollama import (
 from llmchat.pipeline.judge import EOF_ENDING, FINISHED, judge
 from llmchat.tools import ToolCall
 
-from .ollama_support import call, chat_line, final, ndjson, run_pieces
+from ..support.ollama import call, chat_line, final, ndjson, run_pieces
 
 
 def delta(payload: dict[str, Any], dialect: OllamaChat | None = None, whole: bool = False) -> Delta:

@@ -23,7 +23,7 @@ from llmchat.backends.anthropic import Anthropic
 from llmchat.dialects.anthropic import STOP_REASONS
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 
-from .anthropic_support import message_events, sse, sse_reply
+from ..support.anthropic import message_events, sse, sse_reply
 from .test_equivalence import chunk_view, response_view
 
 HI: Final = [{"role": "user", "content": "Hi"}]

@@ -26,7 +26,7 @@ from llmchat.response import Response
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer, Write
 from llmchat.testing.script import Framing, dumps
 
-from .ollama_support import HI, NDJSON
+from ..support.ollama import HI, NDJSON
 
 SETTLE_GUARD: Final = 10.0
 REASONS: Final = ("stop", "length", None, "load", "weird")

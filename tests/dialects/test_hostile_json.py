@@ -26,8 +26,8 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 
-from .dialect_answers import BACKENDS, answer, run
-from .proxy_support import proxy_over
+from ..support.proxy import proxy_over
+from .support import BACKENDS, answer, run
 
 DIALECTS = list(BACKENDS)
 MODES = {"blocking": False, "stream": True}

@@ -14,7 +14,7 @@ from llmchat.dialects.responses_request import responses_body
 from llmchat.messages import Message
 from llmchat.transport.mock import MockResponse, MockTransport
 
-from .chat_frames import WEATHER
+from ..support.chat_frames import WEATHER
 
 URL = "http://127.0.0.1:9/v1"
 IMAGE = "data:image/png;base64,iVBORw0KGgo="

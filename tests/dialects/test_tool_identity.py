@@ -22,8 +22,8 @@ import pytest
 
 from llmchat.testing import Reply, ScriptedServer
 
-from .anthropic_support import sse, sse_reply
-from .dialect_answers import run
+from ..support.anthropic import sse, sse_reply
+from .support import run
 
 TOOLS = [
     {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},

@@ -20,7 +20,9 @@ from llmchat.chunk import Chunk
 from llmchat.pipeline.accumulate import Accumulator
 from llmchat.sse import SSEDecoder, SSEEvent
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llamacpp"
+from ..support.paths import FIXTURES_DIR
+
+FIXTURES = FIXTURES_DIR / "llamacpp"
 GOLDEN = (FIXTURES / "tools_prefill_stop_stream.sse.txt").read_bytes()
 
 

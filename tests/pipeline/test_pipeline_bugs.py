@@ -30,7 +30,7 @@ from llmchat.testing import Reply, ScriptedServer, Step, WaitFor, Write
 from llmchat.testing.script import dumps
 from llmchat.transport import TransportResponse
 
-from .transport_support import WrappingTransport
+from ..support.transport import WrappingTransport
 
 HI: Final = [{"role": "user", "content": "Hi"}]
 SETTLE_GUARD: Final = 10.0  # hang guards only: nothing here should take a fraction of it

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from llmchat.errors import InvalidArgumentError
 from llmchat.pipeline import ThinkTagFilter
 
-from .conftest import CAPTURES_DIR
+from ..support.paths import CAPTURES_DIR
 
 R1_CAPTURE = CAPTURES_DIR / "ollama" / "obl_generate_nonstream_deepseek_r1.json"
 

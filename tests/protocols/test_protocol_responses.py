@@ -16,7 +16,7 @@ import pytest
 from llmchat.protocols.responses import BAD_TOOL_CALL, UPSTREAM_FAILED, ResponsesStream
 from llmchat.protocols.translator import MALFORMED
 
-from .conftest import CAPTURES_DIR
+from ..support.paths import CAPTURES_DIR
 
 pydantic = pytest.importorskip("pydantic")
 responses_types = pytest.importorskip("openai.types.responses")

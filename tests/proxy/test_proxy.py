@@ -22,10 +22,10 @@ from llmchat import OpenAICommon
 from llmchat.retry import Inference
 from llmchat.testing import ChatResponder, Drop, Pause, Reply, ScriptedServer, WaitFor, Write
 
-from .chat_frames import WEATHER
-from .chat_frames import chunk as _chunk
-from .chat_frames import usage_chunk as _usage
-from .proxy_support import UsageSink, running_proxy
+from ..support.chat_frames import WEATHER
+from ..support.chat_frames import chunk as _chunk
+from ..support.chat_frames import usage_chunk as _usage
+from ..support.proxy import UsageSink, running_proxy
 
 ollama = pytest.importorskip("ollama")
 anthropic = pytest.importorskip("anthropic")

@@ -10,7 +10,7 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
-from .proxy_support import running_proxy
+from ..support.proxy import running_proxy
 
 
 @pytest.mark.parametrize("route", ["/api/tags", "/api/ps"])

@@ -23,9 +23,9 @@ from llmchat.proxy.faces.openai.relay_end import FrameGate, error_frame
 from llmchat.proxy.failures import client_message
 from llmchat.testing import Drop, Reply, ScriptedServer, Stall, Step, Write
 
-from .chat_frames import chunk
-from .proxy_servers import serve_proxy
-from .proxy_support import UsageSink, running_proxy
+from ..support.chat_frames import chunk
+from ..support.proxy import UsageSink, running_proxy
+from ..support.proxy_servers import serve_proxy
 
 WAIT = 10.0
 MESSAGES = [{"role": "user", "content": "say hi"}]

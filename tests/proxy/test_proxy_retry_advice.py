@@ -21,7 +21,7 @@ from llmchat import OpenAICommon
 from llmchat.proxy.retry_advice import clean_retry_after, describe_refusal
 from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
-from .proxy_support import running_proxy
+from ..support.proxy import running_proxy
 
 KEY = "proxy-key-for-tests"
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -20,7 +20,7 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 
-from .proxy_support import running_proxy
+from ..support.proxy import running_proxy
 
 WAIT = 10.0
 LONE = "\\ud800"  # as the upstream's JSON text writes it

@@ -25,7 +25,7 @@ from llmchat.testing import (
     Write,
 )
 
-from .proxy_support import UsageSink, running_proxy
+from ..support.proxy import UsageSink, running_proxy
 
 ollama = pytest.importorskip("ollama")
 anthropic = pytest.importorskip("anthropic")

@@ -23,7 +23,7 @@ from llmchat.errors import InvalidArgumentError, InvalidTypeError
 from llmchat.retry import Exhausted, Inference, TimedOut
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer, Stall
 
-from .proxy_support import running_proxy
+from ..support.proxy import running_proxy
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 BOUND = 10.0  # far below the 30 s the server asks for

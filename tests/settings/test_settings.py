@@ -8,7 +8,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from hypothesis import strategies as st
 from llmchat.errors import InvalidArgumentError, InvalidTypeError, LLMChatError
 from llmchat.settings import Settings, checks
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from ..support.paths import REPO_ROOT
 
 # The field list from API.md, in its order.
 API_FIELDS = (

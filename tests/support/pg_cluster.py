@@ -3,8 +3,8 @@
 Used by the tests (when ``LLMCHAT_TEST_POSTGRES_URL`` is unset) and by
 ``.ci/run``::
 
-    python tests/pg_cluster.py start    # prints: DIR URL
-    python tests/pg_cluster.py stop DIR
+    python tests/support/pg_cluster.py start    # prints: DIR URL
+    python tests/support/pg_cluster.py stop DIR
 
 The cluster listens on a Unix socket in its own temporary directory only (no
 TCP port to collide on), trusts local connections, and runs as the

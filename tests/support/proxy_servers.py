@@ -31,11 +31,12 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.proxy import make_app, make_server
 
-from .proxy_support import UsageSink
+from .paths import REPO_ROOT
+from .proxy import UsageSink
 
 SERVERS = ("embedded", "gunicorn")
 WAIT = 10.0
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 @dataclass

@@ -23,7 +23,7 @@ from llmchat.proxy.usage import UsageEvent
 from llmchat.proxy.usage.sql import TABLE, VERSION_TABLE, SqlStore
 
 from . import pg_cluster
-from .conftest import REPO_ROOT
+from .paths import REPO_ROOT
 
 KINDS = ["sqlite", "postgres"]
 

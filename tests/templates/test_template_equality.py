@@ -30,7 +30,7 @@ import pytest
 
 from llmchat.templates import ChatML, Gemma2, Jinja2Template, Llama3, Llama4, MistralV7, Template
 
-from .real.tiny_model import default_cache_dir, extract_member, fetch_llamacpp_sdist
+from ..real.tiny_model import default_cache_dir, extract_member, fetch_llamacpp_sdist
 
 CHATML_HF = (
     "{% for message in messages %}"

@@ -38,9 +38,9 @@ from llmchat.testing import (
 from llmchat.transport import Exchange, Timeouts, new_session
 from llmchat.wirelog import ENV_VAR
 
-from .anthropic_support import message_events, sse_reply
-from .anthropic_support import sse as anthropic_sse
-from .ollama_support import chat_line, final, ndjson_reply
+from ..support.anthropic import message_events, sse_reply
+from ..support.anthropic import sse as anthropic_sse
+from ..support.ollama import chat_line, final, ndjson_reply
 
 HI = [{"role": "user", "content": "Hi"}]
 BYE = [{"role": "user", "content": "Bye"}]

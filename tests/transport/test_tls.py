@@ -22,7 +22,7 @@ from llmchat import OpenAICommon
 from llmchat.response import Response
 from llmchat.testing import ChatResponder, Drop, Reply, ScriptedServer, Stall, Write
 
-from .tls_support import TestCA
+from .support import TestCA
 
 HI = [{"role": "user", "content": "Hi"}]
 CLOSED = "Stream closed without [DONE] or a finish reason"

@@ -6,19 +6,19 @@ import http.client
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from llmchat.testing import ChatResponder, ScriptedServer
 
-from .test_proxy import (
+from ...support.paths import FIXTURES_DIR
+from ..test_proxy import (
     _CLIENTS,  # closed after each test by the autouse _close_clients
     _chunk,
     _usage,
 )
-from .test_proxy import TOOLS_ANTHROPIC as TOOLS
+from ..test_proxy import TOOLS_ANTHROPIC as TOOLS
 
 __all__ = [
     "BETAS",
@@ -42,7 +42,7 @@ httpx = pytest.importorskip("httpx2")  # this SDK version is built on httpx2
 
 WAIT = 10.0
 PING = 0.02  # seconds: the tests wait for pings as events, this only makes them come soon
-FIXTURE = Path(__file__).parent / "fixtures" / "anthropic" / "claude_code_request.json"
+FIXTURE = FIXTURES_DIR / "anthropic" / "claude_code_request.json"
 BETAS = (
     "claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14"
 )

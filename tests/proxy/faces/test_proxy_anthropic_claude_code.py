@@ -23,7 +23,13 @@ from llmchat.protocols.anthropic import thinking_signature
 from llmchat.proxy.faces.anthropic.routes import without_billing_header
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, WaitFor
 
-from .anthropic_proxy_support import (
+from ...support.proxy import running_proxy
+from ..test_proxy import (
+    _chunk,
+    _close_clients,
+    _usage,
+)
+from .support import (
     BETAS,
     FIXTURE,
     HI,
@@ -37,12 +43,6 @@ from .anthropic_proxy_support import (
     _stream_body,
     _thinking_tool_events,
     upstream,
-)
-from .proxy_support import running_proxy
-from .test_proxy import (
-    _chunk,
-    _close_clients,
-    _usage,
 )
 
 __all__ = ["_close_clients", "upstream"]  # fixtures imported to run here too

@@ -18,7 +18,6 @@ import http.client
 import json
 import logging
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,12 +25,11 @@ import pytest
 from llmchat.backends.openai_common import OpenAICommon
 from llmchat.testing import ChatResponder, ScriptedServer
 
-from .agent_upstream import AgentUpstream
-from .proxy_support import running_proxy
+from ...support.agent_upstream import AgentUpstream
+from ...support.paths import FIXTURES_DIR
+from ...support.proxy import running_proxy
 
-RECORDED = json.loads(
-    (Path(__file__).parent / "fixtures/agents/claude_code_2.1.332_default.json").read_text()
-)
+RECORDED = json.loads((FIXTURES_DIR / "agents/claude_code_2.1.332_default.json").read_text())
 SENT_HEADERS = {
     name: value
     for name, value in RECORDED["headers"].items()

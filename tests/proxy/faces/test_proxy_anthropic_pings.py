@@ -22,7 +22,14 @@ from llmchat.proxy import make_app
 from llmchat.retry import Inference
 from llmchat.testing import Reply, ScriptedServer, WaitFor, Write
 
-from .anthropic_proxy_support import (
+from ...support.proxy import UsageSink, running_proxy
+from ...support.proxy_servers import serve_proxy
+from ..test_proxy import (
+    _chunk,
+    _close_clients,
+    _usage,
+)
+from .support import (
     HI,
     PING,
     TOOLS,
@@ -34,13 +41,6 @@ from .anthropic_proxy_support import (
     _stream_body,
     _thinking_tool_events,
     upstream,
-)
-from .proxy_servers import serve_proxy
-from .proxy_support import UsageSink, running_proxy
-from .test_proxy import (
-    _chunk,
-    _close_clients,
-    _usage,
 )
 
 __all__ = ["_close_clients", "upstream"]  # fixtures imported to run here too

@@ -21,8 +21,8 @@ import requests
 
 from llmchat.testing import ChatResponder
 
-from .chat_frames import WEATHER
-from .proxy_support import proxy_over
+from ...support.chat_frames import WEATHER
+from ...support.proxy import proxy_over
 
 WAIT = 10.0
 PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8).decode()

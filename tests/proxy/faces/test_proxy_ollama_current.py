@@ -23,9 +23,9 @@ from llmchat.proxy.faces.ollama.shapes import OLLAMA_VERSION
 from llmchat.testing import Reply, ScriptedServer
 from llmchat.testing.record import RecordedRequest
 
-from .chat_frames import WEATHER
-from .chat_frames import chunk as _chunk
-from .proxy_support import UsageSink, running_proxy
+from ...support.chat_frames import WEATHER
+from ...support.chat_frames import chunk as _chunk
+from ...support.proxy import UsageSink, running_proxy
 
 ollama = pytest.importorskip("ollama")
 

@@ -17,10 +17,10 @@ from llmchat import OpenAICommon
 from llmchat.protocols.responses import BAD_TOOL_CALL
 from llmchat.testing import ChatResponder, Drop, Reply, ScriptedServer, Write
 
-from .chat_frames import chunk as _chunk
-from .chat_frames import usage_chunk
-from .proxy_support import UsageSink, running_proxy
-from .responses_support import WEATHER_TOOL, check_numbering
+from ...support.chat_frames import chunk as _chunk
+from ...support.chat_frames import usage_chunk
+from ...support.proxy import UsageSink, running_proxy
+from ...support.responses import WEATHER_TOOL, check_numbering
 
 openai = pytest.importorskip("openai")
 

@@ -19,9 +19,9 @@ import pytest
 from llmchat import OpenAICommon
 from llmchat.testing import ChatResponder, Drop, Reply, ScriptedServer, Write
 
-from .chat_frames import chunk, usage_chunk
-from .proxy_support import running_proxy
-from .responses_support import check_numbering
+from ...support.chat_frames import chunk, usage_chunk
+from ...support.proxy import running_proxy
+from ...support.responses import check_numbering
 
 openai = pytest.importorskip("openai")
 from openai.types.responses import (  # noqa: E402

@@ -14,7 +14,6 @@ import copy
 import json
 import logging
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +22,10 @@ import requests
 from llmchat.protocols.responses_objects import carried_reasoning
 from llmchat.testing import ChatResponder, ScriptedServer
 
-from .proxy_support import proxy_over
+from ...support.paths import FIXTURES_DIR
+from ...support.proxy import proxy_over
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "agents"
+FIXTURES = FIXTURES_DIR / "agents"
 DEFAULT = json.loads((FIXTURES / "codex_0.171.0_default.json").read_text())["body"]
 LOCAL = json.loads((FIXTURES / "codex_0.171.0_local_model.json").read_text())["body"]
 EXEC = "const r = await tools.exec_command({cmd: 'ls'});\ntext(r.output);"

@@ -33,7 +33,7 @@ from llmchat.testing import Reply, ScriptedServer
 from llmchat.transport import READ_SIZE
 from llmchat.transport.adapter import CancellableAdapter
 
-from .proxy_support import UsageSink
+from ...support.proxy import UsageSink
 
 SEND_TIMEOUT: Final = 1.0
 WAIT: Final = 30.0  # "not blocked for ever", never a speed claim

@@ -22,7 +22,7 @@ import requests
 
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor
 
-from .proxy_servers import SERVERS, ServedProxy, parse_answer, read_to_end, serve_proxy
+from ...support.proxy_servers import SERVERS, ServedProxy, parse_answer, read_to_end, serve_proxy
 
 WAIT = 10.0
 THREADS = 4

@@ -25,8 +25,8 @@ from llmchat.proxy.server.gunicorn_app import WorkerOptions, gunicorn_settings
 from llmchat.proxy.usage.backend import open_store
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor, Write
 
-from .proxy_servers import WAIT, serve_proxy, stop
-from .usage_support import KINDS, fresh_target
+from ...support.proxy_servers import WAIT, serve_proxy, stop
+from ...support.usage import KINDS, fresh_target
 
 TEXT = "Hello from the loopback server, twice as long as a chunk."
 MESSAGES = [{"role": "user", "content": "say hi"}]

@@ -26,7 +26,7 @@ from llmchat.proxy import make_app, make_server
 from llmchat.proxy.server import ProxyServer
 from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
-from .proxy_support import UsageSink
+from ...support.proxy import UsageSink
 
 ollama = pytest.importorskip("ollama")
 anthropic = pytest.importorskip("anthropic")

@@ -31,11 +31,11 @@ from llmchat.proxy import make_app, make_server
 from llmchat.proxy.server import ProxyServer
 from llmchat.testing import Reply, ScriptedServer
 
-from .proxy_servers import parse_answer, read_to_end
-from .proxy_support import UsageSink
+from ...support.paths import REPO_ROOT
+from ...support.proxy import UsageSink
+from ...support.proxy_servers import parse_answer, read_to_end
 
 WAIT = 10.0
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ import urllib3
 
 from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor
 
-from .proxy_servers import SERVERS, WAIT, serve_proxy
+from ...support.proxy_servers import SERVERS, WAIT, serve_proxy
 
 ollama = pytest.importorskip("ollama")
 anthropic = pytest.importorskip("anthropic")

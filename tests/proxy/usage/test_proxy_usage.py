@@ -17,8 +17,8 @@ from llmchat.proxy.usage.backend import open_store
 from llmchat.proxy.usage.event import key_id_of
 from llmchat.testing import ChatResponder, ScriptedServer
 
-from .proxy_support import UsageSink, running_proxy
-from .usage_support import KINDS, NotifyingStore, fresh_target
+from ...support.proxy import UsageSink, running_proxy
+from ...support.usage import KINDS, NotifyingStore, fresh_target
 
 TEXT = "Counted once per request, in one row."
 KEY = "proxy-client-key-0123456789"

@@ -23,7 +23,7 @@ from llmchat.proxy.usage.sinks import PROBES_PER_MINUTE, ProbeBudget
 from llmchat.proxy.usage.sql import COLUMNS, TABLE
 from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
-from .usage_support import KINDS, event, fresh_target
+from ...support.usage import KINDS, event, fresh_target
 
 KEY = "proxy-client-key-0123456789"
 WAIT = 10.0

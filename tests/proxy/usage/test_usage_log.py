@@ -12,7 +12,7 @@ from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
 from llmchat.proxy.usage.fields import MAX_TEXT
 
-from .usage_support import event, race_processes
+from ...support.usage import event, race_processes
 
 # Models of every size, cut to MAX_TEXT by the writer: a line written in two
 # pieces, or glued to another, would show up as a torn or interleaved line.

@@ -15,8 +15,8 @@ from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
 from llmchat.proxy.usage.backend import open_store
 
-from .conftest import REPO_ROOT
-from .usage_support import event, fresh_target
+from ...support.paths import REPO_ROOT
+from ...support.usage import event, fresh_target
 
 DAY1 = datetime.datetime(2026, 5, 1, 8, 0, tzinfo=datetime.timezone.utc).timestamp()
 DAY2 = datetime.datetime(2026, 5, 2, 20, 0, tzinfo=datetime.timezone.utc).timestamp()
