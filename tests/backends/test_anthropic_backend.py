@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +50,6 @@ def message(content: list[dict[str, Any]], reason: str = "end_turn") -> dict[str
 
 
 TEXT = message([{"type": "text", "text": "Hello there"}])
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def backend(server: ScriptedServer, **kwargs: Any) -> Anthropic:

@@ -127,13 +127,6 @@ def hel_then(end: Step) -> Reply:
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
-
-
-@pytest.fixture
 def reads() -> Reads:
     return Reads()
 

@@ -6,9 +6,9 @@ too (what bytes arrived, whether and when the client hung up).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +43,8 @@ def chat_body(content: str = "ok", finish: str | None = "stop", **extra: Any) ->
     }
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer(ChatResponder("Hello back."))
-    with srv:
-        yield srv
+# The `server` fixture (tests/conftest.py) runs this script, fresh for each test.
+SERVER_SCRIPT = functools.partial(ChatResponder, "Hello back.")
 
 
 def backend(server: ScriptedServer, **kwargs: Any) -> OpenAICommon:

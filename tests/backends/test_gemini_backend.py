@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +30,6 @@ def event(*parts: dict[str, Any], finish: str | None = None, **top: Any) -> byte
 
 def sse(*steps: Any) -> Reply:
     return Reply(200, {"Content-Type": "text/event-stream"}, framing="chunked", steps=list(steps))
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def gemini(server: ScriptedServer, **kwargs: Any) -> Gemini:

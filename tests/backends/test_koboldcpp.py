@@ -12,7 +12,6 @@ import copy
 import json
 import logging
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -81,11 +80,8 @@ class Kobold:
         return Reply.error(404, "no route")
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer(Kobold())
-    with srv:
-        yield srv
+# The `server` fixture (tests/conftest.py) runs this script, fresh for each test.
+SERVER_SCRIPT = Kobold
 
 
 def paths(server: ScriptedServer) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,13 +17,6 @@ from ..support.ollama import HI, NDJSON, call, chat_line, final, ndjson_reply
 WAIT = 10.0
 KEY = "ollama-key/Zx9+SECRETSECRET_7"
 MARKER = "SECRETSECRET"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def backend(server: ScriptedServer, **kwargs: object) -> Ollama:

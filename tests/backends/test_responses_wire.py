@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +52,6 @@ def stream_reply(*steps: Any) -> Reply:
     return Reply(
         headers={"Content-Type": "text/event-stream"}, framing="chunked", steps=list(steps)
     )
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def backend(server: ScriptedServer, **kw: Any) -> OpenAIResponses:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,6 @@ from llmchat.testing import Reply, ScriptedServer, Stall
 from ..support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def backend(server: ScriptedServer, **kwargs: Any) -> OpenAICommon:

@@ -6,10 +6,11 @@ Completions run over real sockets against the loopback server.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -25,11 +26,8 @@ TOKEN = "tok-own-SECRET-8888"
 HI = [{"role": "user", "content": "Hi there"}]
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer(ChatResponder("Hello back."))
-    with srv:
-        yield srv
+# The `server` fixture (tests/conftest.py) runs this script, fresh for each test.
+SERVER_SCRIPT = functools.partial(ChatResponder, "Hello back.")
 
 
 def live_stream() -> Reply:

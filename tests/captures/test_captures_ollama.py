@@ -22,7 +22,6 @@ without the library (`wire_texts`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -114,13 +113,6 @@ def wire_texts(name: str) -> tuple[str, str]:
 
 
 # -- serving ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def run_blocking(server: ScriptedServer, name: str) -> Response:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -124,13 +123,6 @@ def sse_events(name: str, *, done: bool = True) -> list[bytes]:
 def stream_reply(name: str, framing: Framing, *, done: bool = True) -> Reply:
     steps = [Write(event) for event in sse_events(name, done=done)]
     return Reply(200, {"Content-Type": "text/event-stream"}, framing=framing, steps=steps)
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def run(

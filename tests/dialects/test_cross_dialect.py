@@ -10,10 +10,7 @@ need nothing dialect-specific.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from llmchat import Anthropic, Gemini, Message, Ollama, OpenAICommon
 from llmchat.retry import Inference
@@ -29,13 +26,6 @@ WEATHER = {
     },
 }
 THINKING = {"type": "thinking", "thinking": "Use the tool.", "signature": "sig-ant"}
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def _anthropic_message(content: list[dict[str, Any]], reason: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from llmchat.dialects.anthropic import STOP_REASONS
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 
 from ..support.anthropic import message_events, sse, sse_reply
-from .test_equivalence import chunk_view, response_view
+from .equivalence_support import chunk_view, response_view
 
 HI: Final = [{"role": "user", "content": "Hi"}]
 WAIT: Final = 10.0

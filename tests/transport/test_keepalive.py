@@ -49,13 +49,6 @@ WAIT = 10.0
 DONE = b"data: [DONE]\n\n"
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
-
-
 def ids(server: ScriptedServer) -> list[int]:
     return [request.connection_id for request in server.requests]
 

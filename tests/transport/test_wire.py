@@ -11,7 +11,6 @@ import json
 import threading
 import tracemalloc
 import zlib
-from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
@@ -83,13 +82,6 @@ def summary(r: Response) -> tuple[Any, ...]:
         r.id,
         [c.content for c in r],
     )
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    with srv:
-        yield srv
 
 
 def backend(server: ScriptedServer, **kwargs: Any) -> OpenAICommon:

@@ -23,13 +23,10 @@ from llmchat.protocols.anthropic import thinking_signature
 from llmchat.proxy.faces.anthropic.routes import without_billing_header
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, WaitFor
 
+from ...support.chat_frames import chunk as _chunk
+from ...support.chat_frames import usage_chunk as _usage
 from ...support.proxy import running_proxy
-from ..test_proxy import (
-    _chunk,
-    _close_clients,
-    _usage,
-)
-from .support import (
+from .anthropic_support import (
     BETAS,
     FIXTURE,
     HI,
@@ -42,10 +39,7 @@ from .support import (
     _read_all,
     _stream_body,
     _thinking_tool_events,
-    upstream,
 )
-
-__all__ = ["_close_clients", "upstream"]  # fixtures imported to run here too
 
 anthropic = pytest.importorskip("anthropic")
 

@@ -22,14 +22,11 @@ from llmchat.proxy import make_app
 from llmchat.retry import Inference
 from llmchat.testing import Reply, ScriptedServer, WaitFor, Write
 
+from ...support.chat_frames import chunk as _chunk
+from ...support.chat_frames import usage_chunk as _usage
 from ...support.proxy import UsageSink, running_proxy
 from ...support.proxy_servers import serve_proxy
-from ..test_proxy import (
-    _chunk,
-    _close_clients,
-    _usage,
-)
-from .support import (
+from .anthropic_support import (
     HI,
     PING,
     TOOLS,
@@ -40,10 +37,7 @@ from .support import (
     _read_all,
     _stream_body,
     _thinking_tool_events,
-    upstream,
 )
-
-__all__ = ["_close_clients", "upstream"]  # fixtures imported to run here too
 
 anthropic = pytest.importorskip("anthropic")
 httpx = pytest.importorskip("httpx2")  # this SDK version is built on httpx2

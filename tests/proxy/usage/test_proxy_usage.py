@@ -18,16 +18,11 @@ from llmchat.proxy.usage.event import key_id_of
 from llmchat.testing import ChatResponder, ScriptedServer
 
 from ...support.proxy import UsageSink, running_proxy
-from ...support.usage import KINDS, NotifyingStore, fresh_target
+from ...support.usage import NotifyingStore
 
 TEXT = "Counted once per request, in one row."
 KEY = "proxy-client-key-0123456789"
 WAIT = 10.0
-
-
-@pytest.fixture(params=KINDS)
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return fresh_target(request.param, tmp_path)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from llmchat.proxy.usage.sinks import PROBES_PER_MINUTE, ProbeBudget
 from llmchat.proxy.usage.sql import COLUMNS, TABLE
 from llmchat.testing import ChatResponder, Reply, ScriptedServer
 
-from ...support.usage import KINDS, event, fresh_target
+from ...support.usage import event
 
 KEY = "proxy-client-key-0123456789"
 WAIT = 10.0
@@ -51,11 +51,6 @@ ROUTES = {
     "/v1/responses",
     UNKNOWN_ROUTE,
 }
-
-
-@pytest.fixture(params=KINDS)
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return fresh_target(request.param, tmp_path)
 
 
 @contextlib.contextmanager

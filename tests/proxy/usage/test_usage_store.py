@@ -19,16 +19,11 @@ from llmchat.proxy.usage.event import key_id_of
 from llmchat.proxy.usage.sql import SCHEMA_VERSION, VERSION_TABLE
 from llmchat.proxy.usage.store import Total
 
-from ...support.usage import KINDS, event, fresh_postgres, fresh_target, race_processes
+from ...support.usage import event, fresh_postgres, race_processes
 
 DAY1 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.timezone.utc).timestamp()
 DAY2_LAST = datetime.datetime(2026, 3, 2, 23, 59, 59, tzinfo=datetime.timezone.utc).timestamp()
 DAY4_FIRST = datetime.datetime(2026, 3, 4, tzinfo=datetime.timezone.utc).timestamp()
-
-
-@pytest.fixture(params=KINDS)
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return fresh_target(request.param, tmp_path)
 
 
 def _sample(store: Any) -> None:

@@ -1,4 +1,7 @@
-"""Shared by the Anthropic face's Claude Code tests: the scripted upstream, SDK clients, raw SSE."""
+"""Shared by the Anthropic face's Claude Code tests: SDK clients, raw SSE, scripted events.
+
+The scripted upstream they share is conftest.py's `upstream` fixture.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +13,13 @@ from typing import Any
 
 import pytest
 
-from llmchat.testing import ChatResponder, ScriptedServer
+from llmchat.testing import ScriptedServer
 
+from ...support.chat_frames import chunk as _chunk
+from ...support.chat_frames import usage_chunk as _usage
 from ...support.paths import FIXTURES_DIR
-from ..test_proxy import (
-    _CLIENTS,  # closed after each test by the autouse _close_clients
-    _chunk,
-    _usage,
-)
-from ..test_proxy import TOOLS_ANTHROPIC as TOOLS
+from ..support import CLIENTS  # closed after each test by the autouse _close_clients
+from ..support import TOOLS_ANTHROPIC as TOOLS
 
 __all__ = [
     "BETAS",
@@ -34,7 +35,6 @@ __all__ = [
     "_read_all",
     "_stream_body",
     "_thinking_tool_events",
-    "upstream",
 ]
 
 anthropic = pytest.importorskip("anthropic")
@@ -68,18 +68,11 @@ def _thinking_tool_events() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture
-def upstream() -> Iterator[ScriptedServer]:
-    server = ScriptedServer(ChatResponder("Hello there, from loopback.", chunk_size=5)).start()
-    yield server
-    server.stop()
-
-
 def _client(url: str, http_client: httpx.Client | None = None) -> Any:
     client = anthropic.Anthropic(
         base_url=url, api_key="unused", max_retries=0, timeout=WAIT, http_client=http_client
     )
-    _CLIENTS.append(client)
+    CLIENTS.append(client)
     return client
 
 
