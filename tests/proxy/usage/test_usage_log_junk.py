@@ -18,7 +18,7 @@ from llmchat.proxy.usage import UsageLog
 from llmchat.proxy.usage.sqlite import SqliteStore
 from llmchat.usage_report import _load_log
 
-from .test_usage_report import EVENTS
+from .support import EVENTS
 
 GOOD = EVENTS[0].as_dict()
 
