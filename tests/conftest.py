@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from llmchat import fastjson
+from llmchat.testing import ScriptedServer
 
 # No per-example deadline: a loaded CI machine must not turn speed into failures.
 # `json_parser` below is function-scoped and autouse; it sets the parser once per
@@ -17,11 +17,6 @@ settings.register_profile(
     "llmchat", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 settings.load_profile("llmchat")
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
-CONFORMANCE_DIR = SHARED / "conformance"
-CAPTURES_DIR = SHARED / "captures"
 
 
 def pytest_report_header(config: object) -> str:
@@ -61,3 +56,17 @@ def json_parser(request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
     finally:
         fastjson.use(before)
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[ScriptedServer]:
+    """A loopback `ScriptedServer` for one test, stopped after it.
+
+    Its script is the test module's `SERVER_SCRIPT()` when the module names one (a
+    factory, so each test starts from a fresh responder); else it has none and the
+    test pushes its replies. A module that needs more defines its own `server`.
+    """
+    factory = getattr(request.module, "SERVER_SCRIPT", None)
+    srv = ScriptedServer() if factory is None else ScriptedServer(factory())
+    with srv:
+        yield srv

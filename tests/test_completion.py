@@ -15,7 +15,7 @@ from llmchat.completion import (
     usage_fields,
 )
 
-from .conftest import CAPTURES_DIR
+from .support.paths import CAPTURES_DIR
 
 LLAMACPP = CAPTURES_DIR / "llamacpp"
 

@@ -19,7 +19,7 @@ import pytest
 from llmchat import wire_json
 from llmchat.messages import normalize_messages
 
-from .conftest import CONFORMANCE_DIR
+from .support.paths import CONFORMANCE_DIR
 
 if not CONFORMANCE_DIR.is_dir():
     pytest.skip(

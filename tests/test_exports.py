@@ -10,7 +10,7 @@ import pytest
 
 import llmchat
 
-from .conftest import SHARED
+from .support.paths import SHARED
 
 # Names API.md lists that later steps of the plan add; each step removes its
 # names here as it lands them, so nothing can be dropped by accident.

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from llmchat.ndjson import NDJSONDecoder
 from llmchat.sse import EventTooLarge, SSEEvent
 
-from .conftest import CAPTURES_DIR
+from .support.paths import CAPTURES_DIR
 
 SHARED_OLLAMA = CAPTURES_DIR / "ollama"
 

@@ -9,34 +9,11 @@ same origin is still followed, key and all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
-from llmchat import Anthropic, Gemini, Ollama, OpenAICommon, OpenAIResponses, OpenRouter
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer
 
-KEY = "sk-redirect-SECRET-key"
-MESSAGES = [{"role": "user", "content": "the whole prompt"}]
-WAIT = 10.0
-
-BACKENDS: dict[str, Callable[[str], Any]] = {
-    "OpenAICommon": lambda url: OpenAICommon(url + "/v1", api_key=KEY, model="m"),
-    "OpenRouter": lambda url: OpenRouter(api_key=KEY, model="m", api_url=url + "/v1"),
-    "Anthropic": lambda url: Anthropic(url + "/v1", api_key=KEY, model="m"),
-    "Gemini": lambda url: Gemini(url + "/v1beta", api_key=KEY, model="m"),
-    "OpenAIResponses": lambda url: OpenAIResponses(url + "/v1", api_key=KEY, model="m"),
-    "Ollama": lambda url: Ollama(url, api_key=KEY, model="m"),
-}
-
-
-def _run(backend: Any, mode: str) -> Any:
-    if mode == "blocking":
-        return backend.chat_completion(MESSAGES)
-    with backend.chat_completion_stream(MESSAGES) as response:
-        response.wait(WAIT)
-        return response
+from .support.redirects import BACKENDS, KEY, run
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
@@ -52,7 +29,7 @@ def test_a_redirect_to_another_host_is_not_followed(name: str, mode: str, status
     origin = ScriptedServer(redirect).start()
     try:
         with BACKENDS[name](origin.url.removesuffix("/v1")) as backend:
-            response = _run(backend, mode)
+            response = run(backend, mode)
     finally:
         origin.stop()
         elsewhere.stop()
@@ -77,7 +54,7 @@ def test_a_redirect_on_the_same_origin_is_followed_with_the_key(name: str, mode:
     server = ScriptedServer(script).start()
     try:
         with BACKENDS[name](server.url.removesuffix("/v1")) as backend:
-            _run(backend, mode)
+            run(backend, mode)
     finally:
         server.stop()
     # The completion itself (OpenRouter also asks its generation endpoint after it).

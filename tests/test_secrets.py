@@ -22,26 +22,13 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.backends.openrouter import OpenRouter
 from llmchat.proxy import make_app
-from llmchat.redact import Redactor
 from llmchat.retry import Exhausted, Inference
 from llmchat.testing import RecordedRequest, Reply, ScriptedServer
 from llmchat.wirelog import ENV_VAR
 
-from .chat_frames import chunk as _chunk
-from .proxy_support import running_proxy
-
-KEY = "sk-proj/Zx9Qw+SECRETSECRET_7"
-"""Has "/" and "+", so its repr, JSON-escaped (`\\/`) and percent-encoded forms differ."""
-MARKER = "SECRETSECRET"
-"""Part of every form of the key: finding it anywhere means some form got through."""
-FORMS = Redactor.of([KEY]).forms
-WAIT = 10.0
-MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-def _leaks(text: str) -> list[str]:
-    found = [form for form in FORMS if form in text]
-    return found or ([MARKER] if MARKER in text else [])
+from .support.chat_frames import chunk as _chunk
+from .support.proxy import running_proxy
+from .support.secrets import KEY, MARKER, MESSAGES, WAIT, leaks
 
 
 def _ok(request: RecordedRequest, headers: dict[str, str] | None = None) -> Reply:
@@ -184,7 +171,7 @@ def test_library_outputs_never_hold_the_key(
         outputs["raise_for_error str"] = str(info.value)
         outputs["raise_for_error repr"] = repr(info.value)
     for name, text in outputs.items():
-        assert not _leaks(text), f"{name} leaks {_leaks(text)}: {text!r}"
+        assert not leaks(text), f"{name} leaks {leaks(text)}: {text!r}"
     if echo != "response-header":
         assert response.error_class is not None  # every other echo is a failure
 
@@ -198,7 +185,7 @@ def test_inference_exhausted_message_never_holds_the_key(
     with pytest.raises(Exhausted) as info:
         Inference([backend], max_retries=0, timeout=WAIT).run(MESSAGES)
     for text in (str(info.value), repr(info.value), _log_text(caplog)):
-        assert not _leaks(text), text
+        assert not leaks(text), text
 
 
 # -- the proxy: every face, status line, headers and body ---------------------------
@@ -252,13 +239,13 @@ def test_proxy_clients_never_see_the_key(
     caplog.set_level(logging.DEBUG, logger="llmchat.proxy")
     with running_proxy(backend) as url:
         answer, content, seen = _client_view(url, face)
-    assert not _leaks(seen), f"the {face} client saw {_leaks(seen)}: {seen!r}"
+    assert not leaks(seen), f"the {face} client saw {leaks(seen)}: {seen!r}"
     content_length = answer.headers.get("Content-Length")
     if content_length is not None:
         assert int(content_length) == len(content)  # never a stale length
     logs = _log_text(caplog)
-    assert not _leaks(logs), logs
-    assert not _leaks(wire_file.read_text(encoding="utf-8") if wire_file.exists() else "")
+    assert not leaks(logs), logs
+    assert not leaks(wire_file.read_text(encoding="utf-8") if wire_file.exists() else "")
 
 
 # -- construction-time rejection --------------------------------------------------

@@ -5,7 +5,7 @@ id, the text, the reasoning, a tool call's name or arguments, and the text or
 reasoning with the key split across two deltas): the client never sees any form
 of the key, a whole body's Content-Length is its true length, and the answer is
 still one its client can read. And the cross-host redirect row: for every
-backend and both modes (`test_redirects`' backends and runner), and through the
+backend and both modes (support/redirects.py's backends and runner), and through the
 proxy, the other host never sees the key nor the prompt.
 """
 
@@ -21,10 +21,10 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer
 
-from . import test_redirects
-from .chat_frames import chunk
-from .proxy_support import running_proxy
-from .test_secrets import KEY, MARKER, WAIT, _leaks
+from .support import redirects
+from .support.chat_frames import chunk
+from .support.proxy import running_proxy
+from .support.secrets import KEY, MARKER, WAIT, leaks
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 HALF = len(KEY) // 2
@@ -152,7 +152,7 @@ def test_translated_faces_never_show_an_echoed_key(face: str, stream: bool, wher
         [*(f"{k}: {v}" for k, v in answer.headers.items()), content.decode("utf-8", "replace")]
     )
     assert answer.status_code == 200, seen
-    assert not _leaks(seen), f"the {face} client saw {_leaks(seen)}: {seen!r}"
+    assert not leaks(seen), f"the {face} client saw {leaks(seen)}: {seen!r}"
     assert MARKER.encode() not in content
     if "Content-Length" in answer.headers:
         assert int(answer.headers["Content-Length"]) == len(content)
@@ -180,19 +180,19 @@ def _never_saw(server: ScriptedServer, key: str, prompt: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["blocking", "stream"])
-@pytest.mark.parametrize("name", list(test_redirects.BACKENDS))
+@pytest.mark.parametrize("name", list(redirects.BACKENDS))
 def test_a_cross_host_redirect_gets_neither_key_nor_prompt(name: str, mode: str) -> None:
     elsewhere = ScriptedServer(ChatResponder("stolen")).start()
     target = elsewhere.url.removesuffix("/v1")
     origin = ScriptedServer(lambda r: Reply(307, [("Location", target + r.path)], b"")).start()
     try:
-        with test_redirects.BACKENDS[name](origin.url.removesuffix("/v1")) as backend:
-            response = test_redirects._run(backend, mode)
+        with redirects.BACKENDS[name](origin.url.removesuffix("/v1")) as backend:
+            response = redirects.run(backend, mode)
     finally:
         origin.stop()
         elsewhere.stop()
     assert not response.is_success
-    _never_saw(elsewhere, test_redirects.KEY, test_redirects.MESSAGES[0]["content"])
+    _never_saw(elsewhere, redirects.KEY, redirects.MESSAGES[0]["content"])
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["blocking", "stream"])

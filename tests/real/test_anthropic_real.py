@@ -18,7 +18,7 @@ import pytest
 from llmchat import Settings
 from llmchat.backends.anthropic import Anthropic
 
-from ..chat_frames import WEATHER
+from ..support.chat_frames import WEATHER
 from .conftest import LlamaServer, _serve, wait_until
 from .test_llamacpp import LONG, predicted_tokens, slots_idle
 

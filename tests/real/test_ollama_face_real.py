@@ -17,7 +17,7 @@ import requests
 
 from llmchat import OpenAICommon
 
-from ..proxy_support import running_proxy
+from ..support.proxy import running_proxy
 from .conftest import LlamaServer
 
 ollama = pytest.importorskip("ollama")

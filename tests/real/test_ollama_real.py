@@ -17,7 +17,7 @@ from llmchat import OpenAICommon, Settings
 from llmchat.backends.ollama import Ollama
 from llmchat.response import Response
 
-from ..proxy_support import running_proxy
+from ..support.proxy import running_proxy
 from .conftest import LlamaServer, wait_until
 from .test_llamacpp import HELLO, slots_idle
 

@@ -19,7 +19,7 @@ import pytest
 from llmchat import OpenAICommon, Settings
 from llmchat.protocols.anthropic import thinking_signature
 
-from ..proxy_support import running_proxy
+from ..support.proxy import running_proxy
 from .conftest import LlamaServer, wait_until
 from .test_llamacpp import HELLO, LONG, slots_idle
 from .test_proxy_real import GREEDY, TOOLS, _anthropic, _close_clients

@@ -28,7 +28,7 @@ from llmchat.proxy import make_app, make_server
 from llmchat.proxy.upstream import client_message
 from llmchat.response import Response
 
-from ..proxy_support import UsageSink, running_proxy
+from ..support.proxy import UsageSink, running_proxy
 from .conftest import LlamaServer, wait_until
 from .test_llamacpp import HELLO, LONG, slots_idle
 

@@ -17,8 +17,8 @@ import requests
 
 from llmchat import OpenAICommon, Settings
 
-from ..proxy_support import UsageSink, running_proxy
-from ..responses_support import WEATHER_TOOL, check_numbering
+from ..support.proxy import UsageSink, running_proxy
+from ..support.responses import WEATHER_TOOL, check_numbering
 from .conftest import LlamaServer, wait_until
 from .test_llamacpp import HELLO, slots_idle
 from .tiny_model import MODEL_PARAMS

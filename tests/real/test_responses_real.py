@@ -14,7 +14,7 @@ from typing import Any
 from llmchat import Settings
 from llmchat.backends.responses import OpenAIResponses
 
-from ..chat_frames import WEATHER
+from ..support.chat_frames import WEATHER
 from .conftest import LlamaServer, wait_until
 
 HELLO = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]

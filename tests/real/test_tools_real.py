@@ -15,7 +15,7 @@ import requests
 
 from llmchat import OpenAICommon, Settings, ToolCall
 
-from ..chat_frames import WEATHER
+from ..support.chat_frames import WEATHER
 from .conftest import LlamaServer
 
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
