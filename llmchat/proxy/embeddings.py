@@ -18,7 +18,8 @@ from typing import Any
 from .. import wire_json
 from ..protocols.usage_counts import usage_counts
 from ..transport import decode_body, parse_json
-from .upstream import Failure, Relay, RelayBroken, Upstream, client_message
+from .relay import Relay, RelayBroken
+from .upstream import Failure, Upstream, client_message
 
 __all__ = ["Embeddings", "fetch_embeddings"]
 

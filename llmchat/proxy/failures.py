@@ -15,6 +15,7 @@ from ..response import Response
 from .retry_advice import RETRY_AFTER_STATUSES, clean_retry_after
 
 __all__ = [
+    "CANCELLED",
     "Failure",
     "client_message",
     "failure_of",
@@ -55,6 +56,10 @@ class Failure:
         if self.retry_after is not None and self.status in RETRY_AFTER_STATUSES:
             out.append(("retry-after", self.retry_after))
         return out
+
+
+CANCELLED: Final = Failure(499, "Cancelled", "client_abort")
+"""The failure of a call its own client cancelled (the client hung up)."""
 
 
 def failure_of(response: Response) -> Failure:

@@ -10,35 +10,32 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from .. import wire_json
-from ..backends._request import WireRequest
-from ..backends._runners import open_request
 from ..backends.openai_common import OpenAICommon
-from ..dialects.error_body import ErrorBody, json_error_message
-from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidTypeError
 from ..redact import Redactor
 from ..response import Response
 from ..retry import Cancelled, Exhausted, Inference, TimedOut
 from ..settings import Settings
 from ..tokens import TokenCounter
-from ..transport import Exchange, classify_exception, decode_body, parse_json
 from .failures import (
+    CANCELLED,
     Failure,
     client_message,
     failure_of,
     http_failure,
     is_truncation,
-    log_upstream_failure,
-    status_for,
 )
 from .openai_chunk import openai_chunk
+from .relay import Relay, RelayBroken, open_relay
 
 __all__ = [
     "Failure",
     "Relay",
+    "RelayBroken",
     "Upstream",
     "UpstreamUnavailable",
     "client_message",
@@ -56,8 +53,6 @@ _SETTINGS_FIELDS = frozenset(
 )
 _CALL_PARTS = frozenset({"messages", "tools", "tool_choice", "stream", "model"})
 
-
-_CANCELLED: Final = Failure(499, "Cancelled", "client_abort")
 
 STREAM_LEAD: Final = 16
 """Chunks a streamed answer's reader may run ahead of what its client has taken.
@@ -161,7 +156,7 @@ class Upstream:
         try:
             response = chain.run_stream(messages, tools=tools, settings=settings)
         except Cancelled:
-            return _CANCELLED
+            return CANCELLED
         except TimedOut as exc:
             _log_attempts(exc)
             return Failure(504, client_message("timeout", None), "timeout")
@@ -309,113 +304,14 @@ class Upstream:
     def relay(self, relay: Relay, method: str, path: str, data: bytes | None) -> None:
         """Open `method path` on the first backend with its own credentials, into `relay`.
 
-        For the OpenAI face: the client's body goes upstream as sent and the
-        answer comes back byte for byte. Blocks until the upstream's headers
-        arrive (or `relay.cancel()` is called from another thread); on failure
-        `relay.failure` says why. Raises `InvalidArgumentError` when the
-        upstream cannot relay (not an HTTP backend).
+        For the OpenAI face (`relay.open_relay` does the work): the client's
+        body goes upstream as sent and the answer comes back byte for byte.
         """
-        backend = self.backend
-        if not isinstance(backend, OpenAICommon):
-            raise InvalidArgumentError("this upstream cannot relay raw OpenAI requests")
-        relay.redactor = self.redactor()
-        headers = backend._get_api_headers()
-        if data is None:
-            headers = {k: v for k, v in headers.items() if k != "Content-Type"}
-        exchange = relay.exchange
-        relay.max_response_bytes = backend.max_response_bytes
-        relay.max_event_bytes = backend.max_event_bytes
-        exchange.arm_deadline(backend.timeouts.request)
-        # The backend's own exchange opener: its transport, timeouts and headers.
-        request = WireRequest(method, backend._url(path), headers, {}, data or b"")
-        try:
-            http = open_request(backend._transport, backend.timeouts, request, exchange)
-        except Exception as exc:
-            exchange.finish()
-            if exchange.aborted == "cancel":
-                relay.failure = _CANCELLED
-                return
-            error_class, message = classify_exception(
-                exc, exchange=exchange, after_headers=False, timeouts=backend.timeouts
-            )
-            log_upstream_failure(error_class, None, relay.redactor.text(message))
-            relay.failure = Failure(
-                status_for(error_class, None), client_message(error_class, None), error_class
-            )
-            return
-        relay.http = http
-        if not 200 <= http.status_code < 300:
-            relay.failure = relay.error_status_failure()
-
-
-class Relay:
-    """An upstream exchange whose 2xx body is passed through decoded, scrubbed of the key.
-
-    The body is decoded from its Content-Encoding on the way (the client gets
-    plain bytes and no Content-Encoding), bounded by the backend's
-    `max_response_bytes` (here) and `max_event_bytes` (the `RelayMeter`), and
-    the backend's credentials are taken out of it. An error status is not
-    passed through: `error_status_failure` reads the body for the log and the
-    client gets the proxy's own error instead.
-    """
-
-    def __init__(self) -> None:
-        self.exchange = Exchange()
-        self.http: Any = None
-        self.failure: Failure | None = None
-        self.max_response_bytes: int | None = None
-        self.max_event_bytes: int | None = None
-        self.redactor = Redactor.of(())
-        """Takes the backend's credentials out of what is relayed (set by `Upstream.relay`)."""
-
-    def error_status_failure(self) -> Failure:
-        """Read and close an error-status answer; the Failure its client gets (logged)."""
-        status = int(self.http.status_code)
-        content_type = self.http.headers.get("Content-Type")
-        try:
-            data = b"".join(self.chunks())
-        except RelayBroken:
-            data = b""
-        if self.exchange.aborted == "cancel":
-            return _CANCELLED
-        message = json_error_message(parse_json(decode_body(data)))
-        if message is not None:
-            message = self.redactor.text(message)
-        log_upstream_failure("http", status, ErrorBody(len(data), content_type, message).describe())
-        return http_failure("http", status, self.http.headers.get("Retry-After"))
-
-    def chunks(self) -> Iterator[bytes]:
-        """The upstream body as it arrives; stops quietly when the exchange is aborted."""
-        try:
-            yield from self.http.iter_bytes(self.max_response_bytes)
-        except Exception as exc:
-            if self.exchange.aborted != "cancel":
-                error_class, message = classify_exception(
-                    exc, exchange=self.exchange, after_headers=True
-                )
-                raise RelayBroken(message, error_class) from exc
-        finally:
-            self.close()
-
-    def cancel(self) -> None:
-        self.exchange.abort("cancel")
-
-    def close(self) -> None:
-        self.exchange.finish()
-        if self.http is not None:
-            self.http.close()
+        open_relay(self.backend, self.redactor(), relay, method, path, data)
 
 
 class UpstreamUnavailable(Exception):
     """The upstream could not be reached, or failed, on a metadata route."""
-
-
-class RelayBroken(Exception):
-    """The upstream body broke off mid-relay, or passed a size limit (`error_class` says)."""
-
-    def __init__(self, message: str, error_class: str = "connection") -> None:
-        super().__init__(message)
-        self.error_class = error_class
 
 
 def _paced(body: Mapping[str, Any], call: Call, response: Response) -> Response:

@@ -17,9 +17,10 @@ from ....errors import InvalidArgumentError
 from ...completions import Completions
 from ...embeddings import Embeddings, fetch_embeddings
 from ...outbound import client_json
+from ...relay import Relay
 from ...router import Route, Router
 from ...server.hangup import HangupWatch, client_socket
-from ...upstream import Relay, UpstreamUnavailable, client_message
+from ...upstream import UpstreamUnavailable, client_message
 from . import embed as ollama_embed
 from . import translate as ollama_face
 from .answer import OllamaAnswer

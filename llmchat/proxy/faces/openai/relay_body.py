@@ -15,8 +15,8 @@ from ...bodies import AccountedBody
 from ...client_exchange import ClientExchange
 from ...error_shapes import StreamCut
 from ...failures import log_upstream_failure
+from ...relay import Relay, RelayBroken
 from ...server.hangup import HangupWatch
-from ...upstream import Relay, RelayBroken
 from .relay_end import FrameGate, error_frame
 from .relay_meter import RelayMeter
 
