@@ -13,6 +13,7 @@ what reaches the client is only as delayed as the WSGI server makes it.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import inspect
 import logging
@@ -183,7 +184,7 @@ def _register_own(router: Router, completions: Completions) -> None:
         [
             Route("GET", "/", "proxy", _root),
             Route("HEAD", "/", "proxy", _root),
-            Route("GET", "/health", "proxy", _health),
+            Route("GET", "/health", "proxy", functools.partial(_health, completions=completions)),
             Route("HEAD", "/api/hello", "anthropic", _hello),
             Route("GET", "/api/hello", "anthropic", _hello),
         ]
@@ -202,8 +203,14 @@ def _hello(exchange: ClientExchange) -> list[bytes]:
     return exchange.text(200, b"", "text/plain; charset=utf-8")
 
 
-def _health(exchange: ClientExchange) -> list[bytes]:
-    return exchange.json(200, {"status": "ok"})
+def _health(exchange: ClientExchange, completions: Completions) -> list[bytes]:
+    # A routing upstream reports the proxy, each node and the live config (503 when
+    # no node is eligible); the one-upstream proxy answers that it is up.
+    report = getattr(completions.upstream, "health_report", None)
+    if report is None:
+        return exchange.json(200, {"status": "ok"})
+    body = report()
+    return exchange.json(200 if body.get("status") == "ok" else 503, body)
 
 
 # What `inspect` (help(), the API.md shape test) shows for `make_app`: ProxyApp's own
