@@ -16,10 +16,11 @@ import json
 import re
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from jsonschema import Draft202012Validator, ValidationError
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
 
 __all__ = ["config_errors", "glob_problem", "path_text", "schema"]
 
@@ -45,6 +46,9 @@ def schema() -> Mapping[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    # Imported here: the proxy imports this package, and jsonschema only matters with --config.
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(schema())
 
 

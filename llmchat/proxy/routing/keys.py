@@ -18,7 +18,10 @@ from ...errors import InvalidArgumentError
 from ...redact import check_secret
 from .config import ConfigError, KeyPolicy
 
-__all__ = ["KeyRing", "allows"]
+__all__ = ["KEY_POLICY", "KeyRing", "allows"]
+
+KEY_POLICY = "llmchat.key_policy"
+"""The WSGI environ key under which the app leaves the `KeyPolicy` a request presented."""
 
 
 def allows(policy: KeyPolicy, model: str) -> bool:
