@@ -246,9 +246,10 @@ def _duplicates(
 
 
 def _path_order(message: str) -> tuple[int, ...]:
-    # Top-level sections in the file's order, then the numbers in the path.
+    # The top level (an unknown section too) first, then the sections in the file's
+    # order, then by the numbers in the path.
     head = message.split(":", 1)[0]
-    section = next((n for n, s in enumerate(_SECTIONS) if head.startswith(s)), len(_SECTIONS))
+    section = next((n for n, s in enumerate(_SECTIONS) if head.startswith(s)), 0)
     return (section, *(int(d) for d in re.findall(r"\[(\d+)\]", head)))
 
 
