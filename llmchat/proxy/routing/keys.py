@@ -18,7 +18,7 @@ from ...errors import InvalidArgumentError
 from ...redact import check_secret
 from .config import ConfigError, KeyPolicy
 
-__all__ = ["KEY_POLICY", "KeyRing", "allows"]
+__all__ = ["FORBIDDEN_TYPE", "KEY_POLICY", "KeyRing", "allows", "refusal"]
 
 KEY_POLICY = "llmchat.key_policy"
 """The WSGI environ key under which the app leaves the `KeyPolicy` a request presented."""
@@ -32,6 +32,22 @@ def allows(policy: KeyPolicy, model: str) -> bool:
     if policy.models is None:
         return True
     return any(fnmatchcase(model, pattern) for pattern in policy.models)
+
+
+FORBIDDEN_TYPE = "forbidden"
+"""The usage event's ``error_type`` for a model outside the key's policy (a 403)."""
+
+
+def refusal(policy: KeyPolicy | None, model: str) -> str | None:
+    """The 403's message when `policy` (None: no named key) may not ask for `model`, else None.
+
+    Where the requested model is known, the caller answers
+    ``exchange.error(403, message, FORBIDDEN_TYPE)`` (which says
+    ``x-should-retry: false``), before choosing any node.
+    """
+    if policy is None or allows(policy, model):
+        return None
+    return f"The key {policy.name!r} may not use model {model!r}"
 
 
 class KeyRing:

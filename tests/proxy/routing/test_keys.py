@@ -194,3 +194,11 @@ def _status(app: Any, key: str = "", environ: dict[str, Any] | None = None) -> i
     statuses: list[str] = []
     b"".join(app(environ or _environ(key), lambda status, headers: statuses.append(status)))
     return int(statuses[0].split()[0])
+
+
+def test_refusal() -> None:
+    from llmchat.proxy.routing.keys import refusal
+
+    assert refusal(None, "anything") is None
+    assert refusal(ALICE, "claude-opus") is None
+    assert refusal(ALICE, "gpt-4") == "The key 'alice' may not use model 'gpt-4'"
