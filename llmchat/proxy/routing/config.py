@@ -40,7 +40,7 @@ DIALECTS = ("openai", "anthropic", "responses", "ollama", "gemini")
 """The wires a node may speak: llmchat's backends."""
 
 _YAML_MISSING = (
-    "is YAML, and reading YAML needs PyYAML: pip install 'llmchat[proxy]' "
+    "not JSON, so read as YAML, which needs PyYAML: pip install 'llmchat[proxy]' "
     "(or write the config as JSON)"
 )
 

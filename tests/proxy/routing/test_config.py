@@ -301,7 +301,7 @@ def test_json_loads_without_pyyaml(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(ConfigError) as info:
         load_config(yaml_file)
     assert info.value.errors == [
-        "is YAML, and reading YAML needs PyYAML: pip install 'llmchat[proxy]' "
+        "not JSON, so read as YAML, which needs PyYAML: pip install 'llmchat[proxy]' "
         "(or write the config as JSON)"
     ]
     assert str(yaml_file) in str(info.value)
