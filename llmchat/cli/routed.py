@@ -3,9 +3,10 @@
 The file is loaded and checked (`llmchat.proxy.routing.load_routing`) before
 anything is bound or sent: a bad one ends the command with every error and
 exit status 2. The embedded server re-reads it on SIGHUP; under gunicorn,
-the arbiter's own SIGHUP starts new workers, and each reads the file again
-(a bad edit there is logged and the worker keeps the config it was forked
-with).
+the arbiter's own SIGHUP starts new workers, and each reads the file again.
+A bad edit there is logged, and the new worker serves the config it was
+forked with: the start-up one, not the last good edit, as the arbiter itself
+re-reads nothing of ours.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
 
 
 def _worker_build(args: argparse.Namespace, first: Loaded) -> Callable[[], tuple[Any, Any]]:
-    """Build the app from the file as it is now; a bad edit keeps the last good config."""
+    """Build the app from the file as it is now; a bad edit keeps the last good one this
+    process has seen (in a fresh worker: the one it was forked with)."""
     last = [first]
 
     def build() -> tuple[Any, Any]:

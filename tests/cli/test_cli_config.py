@@ -192,32 +192,54 @@ class Routed(OpenAICommon):
     def reload(self, config):
         print("reload called:", [n.name for n in config.nodes], file=sys.stderr, flush=True)
 
-routed.routed_upstream = lambda config: Routed(config.nodes[0].url)
+def build(config):
+    print("built:", [n.name for n in config.nodes], file=sys.stderr, flush=True)
+    return Routed(config.nodes[0].url)
+
+routed.routed_upstream = build
 from llmchat.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
-def test_sighup_reloads_a_running_proxy(config: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCHAT_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    process = subprocess.Popen(
-        [sys.executable, "-c", _DRIVER, "proxy", "--config", str(config), "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in process.stderr or ()])
-    reader.start()
+class Running:
+    """`llmchat proxy --config` in a subprocess (the driver above), its stderr read by a thread."""
 
-    def wait_for(text: str) -> str:
+    def __init__(self, config: Path, *options: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCHAT_")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        command = [sys.executable, "-c", _DRIVER, "proxy", "--config", str(config), *options]
+        self.process = subprocess.Popen(
+            [*command, "--port", "0"], stderr=subprocess.PIPE, text=True, env=env
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.reader = threading.Thread(target=self._read)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr or ():
+            self.lines.put(line)
+
+    def wait_for(self, text: str) -> str:
+        """The next stderr line holding `text`; queue.Empty after WAIT seconds of nothing."""
         while True:
-            line = lines.get(timeout=WAIT)
+            line = self.lines.get(timeout=WAIT)
             if text in line:
                 return line
 
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=WAIT)
+        self.reader.join(timeout=WAIT)
+        if self.process.stderr:
+            self.process.stderr.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_sighup_reloads_a_running_proxy(config: Path) -> None:
+    running = Running(config)
+    process, wait_for = running.process, running.wait_for
     try:
         wait_for("llmchat proxy: serving http://127.0.0.1:")
         config.write_text(GOOD.replace("gpu-a", "gpu-z"))
@@ -232,9 +254,27 @@ def test_sighup_reloads_a_running_proxy(config: Path) -> None:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=WAIT) == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=WAIT)
-        reader.join(timeout=WAIT)
-        if process.stderr:
-            process.stderr.close()
+        running.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_under_gunicorn_sighup_starts_workers_on_the_new_file(config: Path) -> None:
+    pytest.importorskip("gunicorn")
+    running = Running(config, "--workers", "1", "--threads", "2")
+    try:
+        running.wait_for("llmchat proxy: serving http://127.0.0.1:")
+        assert "['gpu-a']" in running.wait_for("built:")  # the worker's own
+        config.write_text(GOOD.replace("gpu-a", "gpu-z"))
+        running.process.send_signal(signal.SIGHUP)
+        assert "['gpu-z']" in running.wait_for("built:")
+        config.write_text(BAD)
+        running.process.send_signal(signal.SIGHUP)
+        assert "refused, the old one stays: " in running.wait_for("unknown node 'gpu-c'")
+        # The new worker still starts. It falls back to the config it was forked with,
+        # the arbiter's (the start-up file): gunicorn re-reads nothing of ours in the
+        # arbiter on SIGHUP, so a worker cannot know the last good edit.
+        running.wait_for("built:")
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=WAIT) == 0
+    finally:
+        running.close()
