@@ -107,8 +107,11 @@ def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
 
 
 def _worker_build(args: argparse.Namespace, first: Loaded) -> Callable[[], tuple[Any, Any]]:
-    """Build the app from the file as it is now; a bad edit keeps the last good one this
-    process has seen (in a fresh worker: the one it was forked with)."""
+    """The per-worker build: the app over the file as it is now.
+
+    A bad edit is logged and keeps the last good config this process has
+    seen (in a fresh worker: the one it was forked with).
+    """
     last = [first]
 
     def build() -> tuple[Any, Any]:
