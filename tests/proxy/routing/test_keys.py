@@ -5,6 +5,7 @@ in the app over a loopback upstream (the accepted key's name as `key_id`, a relo
 from __future__ import annotations
 
 import hmac
+import queue
 from typing import Any
 from wsgiref.util import setup_testing_defaults
 
@@ -136,24 +137,27 @@ def test_key_id_is_the_name() -> None:
 
 
 def test_the_app_accepts_each_named_key_and_records_its_name() -> None:
-    events: list[dict[str, Any]] = []
+    # The usage event is emitted as the answer's body closes, after the client has it:
+    # waited for, never read at once.
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
     body = {"model": "local-coder", "messages": [{"role": "user", "content": "hi"}]}
-    options: dict[str, Any] = {"keys": ring(), "usage_log": events.append}
+    options: dict[str, Any] = {"keys": ring(), "usage_log": events.put}
     with proxy_over(ChatResponder("hello"), **options) as (url, _):
         for key, name in (("sk-alice-SECRET", "alice"), ("sk-ci-SECRET", "ci")):
             answer = requests.post(
                 url + "/v1/chat/completions", json=body, timeout=WAIT, headers={"x-api-key": key}
             )
             assert answer.status_code == 200
-            assert events[-1]["key_id"] == name
+            assert events.get(timeout=WAIT)["key_id"] == name
         bearer = {"Authorization": "Bearer sk-ci-SECRET"}
         assert requests.get(url + "/api/tags", timeout=WAIT, headers=bearer).status_code == 200
+        assert events.get(timeout=WAIT)["key_id"] == "ci"
         for headers in ({}, {"x-api-key": "sk-wrong"}, {"Authorization": "Bearer sk-alice"}):
             answer = requests.post(
                 url + "/v1/chat/completions", json=body, timeout=WAIT, headers=headers
             )
             assert answer.status_code == 401
-            assert events[-1]["key_id"] is None
+            assert events.get(timeout=WAIT)["key_id"] is None
         assert requests.get(url + "/health", timeout=WAIT).status_code == 200
 
 
