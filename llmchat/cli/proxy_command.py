@@ -11,7 +11,7 @@ from ..errors import LLMChatError
 from .env import env_key
 from .workers import add_worker_options, serve_workers, wants_workers
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "app_options", "serve"]
 
 # Raw text: argparse would run the route list together into one paragraph.
 _DESCRIPTION = """\
@@ -29,7 +29,13 @@ Serve four faces over one OpenAI-compatible upstream server:
 /api/generate, /v1/messages, /v1/responses); the relayed routes and /api/embed
 send the client's model name as it is. The upstream key comes from --api-key-env; clients
 must present $LLMCHAT_PROXY_KEY when it is set. GET /health and /api/hello
-(Claude Code's start-up check) answer without a key."""
+(Claude Code's start-up check) answer without a key.
+
+--config FILE routes many models over many nodes instead (YAML, or JSON): model
+aliases with ordered tiers, each node with its own dialect and key, client keys
+with model policies. It replaces --upstream, --model and --api-key-env; a bad
+file is refused at start-up with every error, and SIGHUP re-reads it (a bad
+edit is logged and the running config stays). See examples/routing.yaml."""
 
 
 def add_parser(commands: Any) -> None:
@@ -42,8 +48,13 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     proxy.add_argument(
+        "--config",
+        metavar="FILE",
+        help="route models over nodes as this YAML or JSON file says (see above); "
+        "not with --upstream, --model or --api-key-env",
+    )
+    proxy.add_argument(
         "--upstream",
-        default=os.environ.get("LLMCHAT_API_URL"),
         help="the upstream's OpenAI base URL, e.g. http://127.0.0.1:8080/v1 "
         "(default: $LLMCHAT_API_URL)",
     )
@@ -51,7 +62,6 @@ def add_parser(commands: Any) -> None:
     proxy.add_argument("--port", type=int, default=11434, help="port (default: 11434, Ollama's)")
     proxy.add_argument(
         "--model",
-        default=os.environ.get("LLMCHAT_MODEL"),
         help="the upstream model every translating face uses whatever its clients name: "
         "Ollama's /api/chat and /api/generate, Anthropic's /v1/messages, the Responses "
         "face's /v1/responses (default: $LLMCHAT_MODEL; unset: the client's model name is "
@@ -60,7 +70,6 @@ def add_parser(commands: Any) -> None:
     )
     proxy.add_argument(
         "--api-key-env",
-        default="LLMCHAT_API_KEY",
         help="environment variable holding the upstream's API key (default: LLMCHAT_API_KEY)",
     )
     proxy.add_argument(
@@ -137,13 +146,23 @@ def _seconds(text: str) -> float:
 
 
 def _run_proxy(args: argparse.Namespace) -> int:
-    from ..proxy import make_server
+    if args.config is not None:
+        from .routed import run_routed
 
+        return run_routed(args)
+    _one_upstream_defaults(args)
     if not args.upstream:
         raise LLMChatError("no upstream: pass --upstream or set LLMCHAT_API_URL")
     if wants_workers(args):
         return serve_workers(args, lambda: _proxy_app(args))
     app, upstream = _proxy_app(args)
+    return serve(args, app, upstream, f"over {upstream.api_url}")
+
+
+def serve(args: argparse.Namespace, app: Any, upstream: Any, over: str) -> int:
+    """Serve `app` on the embedded server until interrupted; close it and `upstream` after."""
+    from ..proxy import make_server
+
     server = make_server(
         app,
         args.host,
@@ -154,7 +173,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
         body_timeout=args.body_timeout or None,
         send_timeout=args.send_timeout or None,
     )
-    print(f"llmchat proxy: serving {server.url} over {upstream.api_url}", file=sys.stderr)
+    print(f"llmchat proxy: serving {server.url} {over}", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -166,8 +185,16 @@ def _run_proxy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_upstream_defaults(args: argparse.Namespace) -> None:
+    # Not argparse defaults: with --config, only what was given on the line is a conflict.
+    args.upstream = args.upstream or os.environ.get("LLMCHAT_API_URL")
+    args.model = args.model or os.environ.get("LLMCHAT_MODEL")
+    args.api_key_env = args.api_key_env or "LLMCHAT_API_KEY"
+
+
 def _proxy_app(args: argparse.Namespace) -> tuple[Any, Any]:
     """The proxy app and its upstream as `args` say (under gunicorn, once per worker)."""
+    _one_upstream_defaults(args)
     from ..backends.openai_common import OpenAICommon
     from ..proxy import make_app
     from ..transport import DEFAULT_POOL_SIZE
@@ -179,13 +206,17 @@ def _proxy_app(args: argparse.Namespace) -> tuple[Any, Any]:
         # Every connection the server admits may hold one upstream connection.
         pool_size=max(DEFAULT_POOL_SIZE, args.max_connections),
     )
-    app = make_app(
-        upstream,
-        usage_log=args.usage_log,
-        api_key=env_key(args.proxy_key_env),
-        max_body_bytes=args.max_body_bytes,
-        usage_db=args.usage_db,
-        ping_interval=args.ping_interval or None,
-        drop_billing_header=args.drop_billing_header,
-    )
+    app = make_app(upstream, **app_options(args))
     return app, upstream
+
+
+def app_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`make_app`'s keywords from the command line (all but the upstream and client keys')."""
+    return {
+        "usage_log": args.usage_log,
+        "api_key": env_key(args.proxy_key_env),
+        "max_body_bytes": args.max_body_bytes,
+        "usage_db": args.usage_db,
+        "ping_interval": args.ping_interval or None,
+        "drop_billing_header": args.drop_billing_header,
+    }

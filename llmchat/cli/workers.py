@@ -51,12 +51,15 @@ def wants_workers(args: argparse.Namespace) -> bool:
     return args.workers is not None or args.threads is not None
 
 
-def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]) -> int:
+def serve_workers(
+    args: argparse.Namespace, build: Callable[[], tuple[Any, Any]], over: str | None = None
+) -> int:
     """Serve `build`'s app under gunicorn as `args` say; the exit code.
 
     `build` returns the app and its upstream backend. It runs here once first,
     so a bad option fails before anything is bound, and then again in every
     worker after the fork: the upstream's connection pool is never shared.
+    `over` says what is served in the start-up line (default: the upstream's URL).
     """
     try:
         from ..proxy.server.gunicorn_app import WorkerOptions, serve
@@ -76,7 +79,7 @@ def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]
     # Every connection a worker holds may hold one upstream connection.
     args.max_connections = options.worker_connections
     checked, upstream = build()
-    upstream_url = upstream.api_url
+    over = over or f"over {upstream.api_url}"
     _close(checked, upstream)  # its usage store too: every worker opens its own
 
     def worker_app() -> tuple[Any, Callable[[], None]]:
@@ -85,7 +88,7 @@ def serve_workers(args: argparse.Namespace, build: Callable[[], tuple[Any, Any]]
 
     def announce(url: str) -> None:
         print(
-            f"llmchat proxy: serving {url} over {upstream_url} "
+            f"llmchat proxy: serving {url} {over} "
             f"(gunicorn: {options.workers} workers x {options.threads} threads)",
             file=sys.stderr,
             flush=True,

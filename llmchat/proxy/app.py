@@ -17,7 +17,7 @@ import functools
 import hmac
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..redact import check_secret
@@ -27,6 +27,7 @@ from .completions import DEFAULT_PING_INTERVAL, Completions, FaceOptions
 from .error_shapes import face_of
 from .faces import anthropic, ollama, openai, responses
 from .router import Route, Router
+from .routing.keys import KEY_POLICY, KeyRing
 from .upstream import Upstream
 from .usage import UsageLog
 from .usage.backend import store_of
@@ -58,6 +59,7 @@ class AppOptions(TypedDict, total=False):
     usage_db: Any
     ping_interval: float | None
     drop_billing_header: bool
+    keys: KeyRing | None
 
 
 def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
@@ -74,8 +76,12 @@ def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
     refused with 413. An Anthropic stream whose upstream is silent gets a
     ``ping`` event every `ping_interval` seconds (default 5.0; None: never);
     `drop_billing_header` drops Claude Code's per-request
-    ``x-anthropic-billing-header:`` system block. A misspelt keyword is a
-    TypeError.
+    ``x-anthropic-billing-header:`` system block. `keys` (a routing config's
+    client keys, `llmchat.proxy.routing.KeyRing`) replaces `api_key` with
+    several named keys: the key's name is the usage event's ``key_id``, its
+    policy is left in the WSGI environ under ``llmchat.key_policy`` for the
+    model check; `ProxyApp.keys` may be swapped while serving (a reload). A
+    misspelt keyword is a TypeError.
 
         app = make_app(OpenAICommon("http://127.0.0.1:8080/v1"))
         llmchat.proxy.make_server(app, port=11434).serve_forever()
@@ -100,6 +106,7 @@ class ProxyApp:
         usage_db: Any = None,
         ping_interval: float | None = DEFAULT_PING_INTERVAL,
         drop_billing_header: bool = False,
+        keys: KeyRing | None = None,
     ) -> None:
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise TypeError("api_key must be a non-empty str or None")
@@ -112,6 +119,10 @@ class ProxyApp:
         self.usage = UsageLog(usage_log)
         self._api_key = api_key.encode("utf-8") if api_key else None
         self._key_id = key_id_of(api_key) if api_key else None
+        if keys is not None and not isinstance(keys, KeyRing):
+            raise TypeError("keys must be a llmchat.proxy.routing.KeyRing or None")
+        self.keys = keys
+        """The client keys, when a routing config names them; swapped whole on a reload."""
         self.max_body_bytes = max_body_bytes
         context = ExchangeContext(self.upstream.redactor, self.usage.emit, max_body_bytes)
         options = FaceOptions(ping_interval, drop_billing_header)
@@ -143,10 +154,11 @@ class ProxyApp:
             # The client chose this path: recorded as a fixed placeholder, never as sent.
             exchange.event.route = UNKNOWN_ROUTE
         # The key is checked first, so a caller without it cannot map the routes.
-        if self._api_key is not None and path not in _OPEN_PATHS:
-            if not self._authorized(environ):
+        if (self._api_key is not None or self.keys is not None) and path not in _OPEN_PATHS:
+            key_id = self._authorized(environ)
+            if key_id is None:
                 return exchange.error(401, "Missing or wrong API key", "unauthorized")
-            exchange.event.key_id = self._key_id
+            exchange.event.key_id = key_id
         if route is None:
             if known:
                 return exchange.error(405, f"{method} is not allowed on {path}", "method")
@@ -169,13 +181,21 @@ class ProxyApp:
             log.error("proxy request %s failed: %s", exchange.request_id, error)
             return exchange.error(500, "Internal proxy error", "proxy")
 
-    def _authorized(self, environ: Mapping[str, Any]) -> bool:
-        assert self._api_key is not None
+    def _authorized(self, environ: dict[str, Any]) -> str | None:
+        """The accepted key's usage id, else None; a named key's policy goes into `environ`."""
         offered = environ.get("HTTP_X_API_KEY", "")
         bearer = environ.get("HTTP_AUTHORIZATION", "")
         if bearer[:7].lower() == "bearer ":
             offered = offered or bearer[7:].strip()
-        return hmac.compare_digest(offered.encode("utf-8"), self._api_key)
+        keys = self.keys  # read once: a reload may swap it
+        if keys is not None:
+            policy = keys.identify(offered)
+            if policy is None:
+                return None
+            environ[KEY_POLICY] = policy
+            return keys.key_id(policy)
+        assert self._api_key is not None
+        return self._key_id if hmac.compare_digest(offered.encode("utf-8"), self._api_key) else None
 
 
 def _register_own(router: Router, completions: Completions) -> None:

@@ -1,0 +1,139 @@
+"""`llmchat proxy --config FILE`: serving a routing config, and re-reading it on SIGHUP.
+
+The file is loaded and checked (`llmchat.proxy.routing.load_routing`) before
+anything is bound or sent: a bad one ends the command with every error and
+exit status 2. The embedded server re-reads it on SIGHUP; under gunicorn,
+the arbiter's own SIGHUP starts new workers, and each reads the file again.
+A bad edit there is logged, and the new worker serves the config it was
+forked with: the start-up one, not the last good edit, as the arbiter itself
+re-reads nothing of ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import LLMChatError
+from ..proxy.routing.config import ConfigError, RoutingConfig
+from ..proxy.routing.reload import Loaded, load_routing, reload_from
+from .proxy_command import app_options, serve
+from .workers import serve_workers, wants_workers
+
+__all__ = ["routed_app", "routed_upstream", "run_routed", "watch_hangups"]
+
+log = logging.getLogger("llmchat.proxy")
+
+_ONE_UPSTREAM = (("upstream", "--upstream"), ("model", "--model"), ("api_key_env", "--api-key-env"))
+"""The shorthand's options, which a routing config replaces."""
+
+
+def run_routed(args: argparse.Namespace) -> int:
+    """Serve the routing config `args.config`; the exit code."""
+    given = [flag for name, flag in _ONE_UPSTREAM if getattr(args, name) is not None]
+    if given:
+        raise LLMChatError(
+            f"--config cannot be combined with {', '.join(given)}: the config names "
+            "each node's URL, models and key (those options are the one-upstream shorthand)"
+        )
+    loaded = load_routing(args.config, os.environ)  # a ConfigError ends the command: status 2
+    for warning in loaded.warnings:
+        log.warning("routing config %s: %s", args.config, warning)
+    over = _describe(loaded.config)
+    if wants_workers(args):
+        return serve_workers(args, _worker_build(args, loaded), over)
+    app, routed = routed_app(args, loaded)
+    stop_watching = watch_hangups(args.config, app, routed)
+    try:
+        return serve(args, app, routed, over)
+    finally:
+        stop_watching()
+
+
+def routed_upstream(config: RoutingConfig) -> Any:
+    """The routed upstream for `config` (`llmchat.proxy.routing.RoutedUpstream`)."""
+    from ..proxy import routing
+
+    return routing.RoutedUpstream(config)
+
+
+def routed_app(args: argparse.Namespace, loaded: Loaded) -> tuple[Any, Any]:
+    """The proxy app over a routed upstream for `loaded`, and that upstream."""
+    from ..proxy import make_app
+
+    routed = routed_upstream(loaded.config)
+    try:
+        app = make_app(routed, keys=loaded.keys, **app_options(args))
+    except BaseException:
+        _close(routed)
+        raise
+    return app, routed
+
+
+def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
+    """Re-read `path` on every SIGHUP, for `routed` and `app`'s keys; returns the undo.
+
+    The handler only starts a thread: the reload takes locks the interrupted
+    main thread might hold. Reloads run one at a time.
+    """
+    hangup = getattr(signal, "SIGHUP", None)
+    if hangup is None:  # Windows
+        return lambda: None
+    one_at_a_time = threading.Lock()
+
+    def reload() -> None:
+        with one_at_a_time:
+            loaded = reload_from(path, routed, log, on_keys=lambda keys: setattr(app, "keys", keys))
+        if loaded is not None:
+            print(
+                f"llmchat proxy: reloaded {_describe(loaded.config)}", file=sys.stderr, flush=True
+            )
+
+    def on_hangup(signum: int, frame: object) -> None:
+        threading.Thread(target=reload, name="llmchat-reload", daemon=True).start()
+
+    previous = signal.signal(hangup, on_hangup)
+
+    def undo() -> None:
+        signal.signal(hangup, previous)
+
+    return undo
+
+
+def _worker_build(args: argparse.Namespace, first: Loaded) -> Callable[[], tuple[Any, Any]]:
+    """The per-worker build: the app over the file as it is now.
+
+    A bad edit is logged and keeps the last good config this process has
+    seen (in a fresh worker: the one it was forked with).
+    """
+    last = [first]
+
+    def build() -> tuple[Any, Any]:
+        try:
+            last[0] = load_routing(args.config, os.environ)
+        except ConfigError as exc:
+            for error in exc.errors:
+                log.warning("routing config %s refused, the old one stays: %s", exc.source, error)
+        return routed_app(args, last[0])
+
+    return build
+
+
+def _describe(config: RoutingConfig) -> str:
+    nodes = len(config.nodes)
+    return (
+        f"over {nodes} node{'s' if nodes != 1 else ''} "
+        f"from {config.source} (sha256 {config.digest[:12]})"
+    )
+
+
+def _close(routed: Any) -> None:
+    close = getattr(routed, "close", None)
+    if callable(close):
+        close()

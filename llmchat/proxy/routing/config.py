@@ -1,0 +1,244 @@
+"""The routing config: nodes, model aliases with their tiers, client keys, routing options.
+
+`load_config(path)` reads a YAML or JSON file, `parse_config(data)` the data
+already read; both check it against the JSON Schema that ships in the package
+(``config.schema.json``) and then what a schema cannot say (`config_checks`),
+and either return a frozen `RoutingConfig` or raise one `ConfigError` listing
+every problem, each naming its path. Neither reads the environment: keys are
+resolved where they are used (`keys.KeyRing`, the nodes), so a config and its
+repr never hold a secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ...errors import InvalidArgumentError
+from .config_checks import config_errors
+
+__all__ = [
+    "DIALECTS",
+    "ConfigError",
+    "KeyPolicy",
+    "NodeConfig",
+    "RoutingConfig",
+    "RoutingOptions",
+    "Tier",
+    "load_config",
+    "parse_config",
+]
+
+DIALECTS = ("openai", "anthropic", "responses", "ollama", "gemini")
+"""The wires a node may speak: llmchat's backends."""
+
+_YAML_MISSING = (
+    "not JSON, so read as YAML, which needs PyYAML: pip install 'llmchat[proxy]' "
+    "(or write the config as JSON)"
+)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """One upstream server."""
+
+    name: str
+    """Unique; what ``x-llmchat-node`` and usage events report."""
+    url: str
+    """The node's base URL, as its dialect's backend takes it (``http://host:8080/v1``)."""
+    dialect: str = "openai"
+    """One of `DIALECTS`."""
+    api_key_env: str | None = None
+    """The environment variable holding the node's own key (never a client's); None: no key."""
+    max_conns: int | None = None
+    """Requests in flight at once; None: a llama-server's slot count (``/props``), else 8."""
+    weight: int = 1
+    """Its share in the weighted round-robin among admitted nodes."""
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One step of an alias: an upstream model on some nodes, tried in order of tiers."""
+
+    model: str
+    """The upstream model name sent to the node."""
+    nodes: tuple[str, ...]
+    """Names of `NodeConfig`s that serve it."""
+    wait_ms: int | None = None
+    """How long a request waits for admission in this tier; None: the routing option's
+    `RoutingOptions.wait_timeout_ms`."""
+
+
+@dataclass(frozen=True)
+class KeyPolicy:
+    """A client key: its name (the usage events' ``key_id``), where it is, what it may ask for."""
+
+    name: str
+    key_env: str
+    """The environment variable holding the key."""
+    models: tuple[str, ...] | None = None
+    """Allowed client model names or fnmatch globs; None: every model."""
+
+
+@dataclass(frozen=True)
+class RoutingOptions:
+    """How requests wait and where they go."""
+
+    wait_timeout_ms: int = 2000
+    """How long a request waits for an admitted slot before the next tier (or a 429)."""
+    affinity: str = "prefix"
+    """``prefix``: a conversation's turns go to the node holding its prefix; ``none``."""
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    """A whole checked config. Holds no secret: keys are named by their variables."""
+
+    nodes: tuple[NodeConfig, ...]
+    models: Mapping[str, tuple[Tier, ...]]
+    """Client-facing name or glob -> ordered tiers, in the file's order (read-only)."""
+    keys: tuple[KeyPolicy, ...] = ()
+    routing: RoutingOptions = field(default_factory=RoutingOptions)
+    source: str = "<config>"
+    """The file it came from."""
+    digest: str = ""
+    """sha256 (hex) of the file's bytes: which config is live, for ``/health``."""
+
+    def node(self, name: str) -> NodeConfig:
+        """The node called `name`; KeyError if there is none."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+
+class ConfigError(InvalidArgumentError):
+    """A routing config that cannot be used; `errors` lists every problem, each naming its path."""
+
+    def __init__(self, errors: Sequence[str], source: str = "<config>") -> None:
+        self.errors = list(errors)
+        self.source = source
+        count = f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''}"
+        super().__init__(f"{source}: {count}:\n" + "\n".join(f"  {e}" for e in self.errors))
+
+
+def parse_config(data: object, source: str = "<config>", digest: str = "") -> RoutingConfig:
+    """`data` (parsed YAML or JSON) as a `RoutingConfig`; `ConfigError` lists all its problems."""
+    errors = config_errors(data)
+    if errors:
+        raise ConfigError(errors, source)
+    assert isinstance(data, Mapping)  # the schema says so
+    return RoutingConfig(
+        nodes=tuple(NodeConfig(**node) for node in data["nodes"]),
+        models=MappingProxyType(
+            {alias: tuple(_tier(t) for t in tiers) for alias, tiers in data["models"].items()}
+        ),
+        keys=tuple(_key(k) for k in data.get("keys", ())),
+        routing=RoutingOptions(**data.get("routing", {})),
+        source=source,
+        digest=digest,
+    )
+
+
+def load_config(path: str | os.PathLike[str]) -> RoutingConfig:
+    """The routing config in file `path` (YAML; JSON by its ``.json`` name or its content).
+
+    Reads the file and nothing else (no network, no environment). A file
+    that cannot be read or parsed, or that fails a check, raises
+    `ConfigError` naming the file and every problem.
+    """
+    source = os.fspath(path)
+    try:
+        raw = Path(source).read_bytes()
+    except OSError as exc:
+        raise ConfigError([f"cannot read the file: {exc.strerror or exc}"], source) from None
+    data = read_document(raw, source)
+    return parse_config(data, source, hashlib.sha256(raw).hexdigest())
+
+
+def read_document(raw: bytes, source: str) -> object:
+    """File bytes as data: JSON when named ``.json`` or when it parses as JSON, else YAML."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"not UTF-8 (byte {exc.start})"], source) from None
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as exc:
+        if source.endswith(".json"):
+            where = f"line {exc.lineno}, column {exc.colno}"
+            raise ConfigError([f"{where}: not valid JSON: {exc.msg}"], source) from None
+    except _DuplicateKey as exc:
+        raise ConfigError([str(exc)], source) from None
+    return _read_yaml(text, source)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key named twice (json keeps the last, silently)."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(f"duplicate key {key!r} in one object")
+        result[key] = value
+    return result
+
+
+def _read_yaml(text: str, source: str) -> object:
+    try:
+        yaml: Any = importlib.import_module("yaml")
+    except ImportError:
+        raise ConfigError([_YAML_MISSING], source) from None
+    try:
+        return yaml.load(text, Loader=_unique_key_loader(yaml))
+    except yaml.YAMLError as exc:
+        raise ConfigError([_yaml_problem(exc)], source) from None
+
+
+def _unique_key_loader(yaml: Any) -> Any:
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last)."""
+
+    class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
+def _yaml_problem(exc: Any) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return f"not valid YAML: {problem}"
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
+def _tier(data: Mapping[str, Any]) -> Tier:
+    return Tier(model=data["model"], nodes=tuple(data["nodes"]), wait_ms=data.get("wait_ms"))
+
+
+def _key(data: Mapping[str, Any]) -> KeyPolicy:
+    models = data.get("models")
+    return KeyPolicy(
+        name=data["name"],
+        key_env=data["key_env"],
+        models=None if models is None else tuple(models),
+    )
