@@ -1,0 +1,131 @@
+"""Which admitted node serves a request: smooth weighted round-robin, or prefix affinity.
+
+`SmoothWRR` is nginx's smooth weighted round-robin (each pick adds every
+candidate's weight to its running score, takes the highest and subtracts the
+total from it): over a cycle every node gets its weight's share, interleaved
+rather than in runs. With ``affinity: prefix`` a request's conversation prefix
+(its leading system messages and first user turn, as canonical JSON through
+`llmchat.wire_json`: every later turn of the conversation has the same prefix)
+picks its node by rendezvous hashing (highest random weight) over the tier's
+eligible nodes, so a llama-server keeps serving the conversation whose KV cache
+it holds; when that node has no free slot, the least-loaded admitted node
+serves instead. Rendezvous over the *eligible* nodes moves only the
+conversations of a node that leaves or joins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ... import wire_json
+from .nodes import NodeState
+
+__all__ = ["SmoothWRR", "choose", "least_loaded", "node_seed", "prefix_key", "rendezvous"]
+
+_MASK: Final = (1 << 64) - 1
+_SPAN: Final = float(1 << 64) + 2.0
+
+
+def prefix_key(body: Mapping[str, Any]) -> int | None:
+    """A 64-bit key for the conversation of the OpenAI chat `body`; None without a user turn.
+
+    The leading system (or developer) messages and the first user message, as
+    canonical JSON: the same for every turn of one conversation.
+    """
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    head: list[Any] = []
+    for message in messages:
+        role = message.get("role") if isinstance(message, Mapping) else None
+        head.append(message)
+        if role == "user":
+            break
+        if role not in ("system", "developer"):
+            return None  # no user turn first: nothing stable to key on
+    else:
+        return None
+    try:
+        data = wire_json.encode_data(head)
+    except (ValueError, TypeError):
+        return None
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def node_seed(name: str) -> int:
+    """A node's fixed 64-bit seed for rendezvous hashing (from its name)."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def _mix(value: int) -> int:
+    """splitmix64's finalizer: a well-spread 64-bit score."""
+    value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    value = (value ^ (value >> 27)) * 0x94D049BB133111EB & _MASK
+    return value ^ (value >> 31)
+
+
+def rendezvous(key: int, nodes: Sequence[NodeState], seeds: Mapping[str, int]) -> NodeState:
+    """The node of `nodes` with the highest score for `key`.
+
+    Weighted rendezvous (``-weight / ln(u)``, `u` the node's uniform hash in
+    (0, 1)): a node's share of conversations is its share of the weight.
+    """
+    best = nodes[0]
+    best_score = -1.0
+    for node in nodes:
+        uniform = (_mix(key ^ seeds[node.name]) + 1) / _SPAN
+        score = -node.weight / math.log(uniform)
+        if score > best_score:
+            best, best_score = node, score
+    return best
+
+
+def choose(
+    eligible: Sequence[NodeState], key: int | None, wrr: SmoothWRR, seeds: Mapping[str, int]
+) -> NodeState | None:
+    """The node to serve a request among a tier's `eligible` nodes; None when all are full.
+
+    Under the router's lock; takes no slot. With a conversation `key`, its
+    rendezvous node if it has room, else the least-loaded admitted node;
+    without, the next admitted node by weight.
+    """
+    admitted = [node for node in eligible if node.inflight < node.max_conns]
+    if not admitted:
+        return None
+    if key is not None:
+        preferred = rendezvous(key, eligible, seeds)
+        if preferred.inflight < preferred.max_conns:
+            return preferred
+        return least_loaded(admitted)
+    return wrr.pick(admitted)
+
+
+def least_loaded(nodes: Sequence[NodeState]) -> NodeState:
+    """The node with the smallest share of its slots in use; the heavier weight on a tie."""
+    return min(nodes, key=lambda n: (n.inflight / n.max_conns, -n.weight))
+
+
+class SmoothWRR:
+    """One tier's smooth weighted round-robin state. Use under the router's lock."""
+
+    def __init__(self) -> None:
+        self._current: dict[str, int] = {}
+
+    def pick(self, nodes: Sequence[NodeState]) -> NodeState:
+        """The next of `nodes` (non-empty) by weight."""
+        current = self._current
+        total = 0
+        best: NodeState | None = None
+        best_score = 0
+        for node in nodes:
+            score = current.get(node.name, 0) + node.weight
+            current[node.name] = score
+            total += node.weight
+            if best is None or score > best_score:
+                best, best_score = node, score
+        assert best is not None
+        current[best.name] = best_score - total
+        return best
