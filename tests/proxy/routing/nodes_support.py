@@ -114,9 +114,7 @@ def nodes(*names: str, **options: Any) -> Iterator[list[Node]]:
 
 
 @contextlib.contextmanager
-def routed_proxy(
-    routed: RoutedUpstream, **options: Any
-) -> Iterator[tuple[str, UsageSink]]:
+def routed_proxy(routed: RoutedUpstream, **options: Any) -> Iterator[tuple[str, UsageSink]]:
     sink = UsageSink()
     try:
         with running_proxy(routed, usage_log=sink, **options) as url:
