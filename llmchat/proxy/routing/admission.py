@@ -13,10 +13,10 @@ settles, and released exactly once (`Slot.release`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .choice import SmoothWRR, choose
+from .choice import Rankings, SmoothWRR, choose
 from .config import Tier
 from .nodes import NodeState
 
@@ -31,6 +31,10 @@ class PlannedTier:
     tier: Tier
     nodes: tuple[NodeState, ...]
     wrr: SmoothWRR = field(default_factory=SmoothWRR, compare=False)
+    rankings: Rankings = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rankings", Rankings(self.nodes))
 
 
 class Slot:
@@ -71,7 +75,6 @@ def admit(
     clock: Callable[[], float],
     default_wait_ms: int,
     key: int | None,
-    seeds: Mapping[str, int],
     skip: frozenset[str] | set[str] = frozenset(),
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Slot | Busy:
@@ -92,7 +95,7 @@ def admit(
                 eligible = [n for n in planned.nodes if n.name not in skip and n.eligible(now)]
                 if not eligible:
                     break
-                node = choose(eligible, key, planned.wrr, seeds)
+                node = choose(eligible, key, planned.wrr, planned.rankings)
                 if node is not None:
                     node.take()
                     return Slot(node, planned.index)

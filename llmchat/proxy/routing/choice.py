@@ -23,7 +23,15 @@ from typing import Any, Final
 from ... import wire_json
 from .nodes import NodeState
 
-__all__ = ["SmoothWRR", "choose", "least_loaded", "node_seed", "prefix_key", "rendezvous"]
+__all__ = [
+    "Rankings",
+    "SmoothWRR",
+    "choose",
+    "least_loaded",
+    "node_seed",
+    "prefix_key",
+    "rendezvous",
+]
 
 _MASK: Final = (1 << 64) - 1
 _SPAN: Final = float(1 << 64) + 2.0
@@ -60,31 +68,52 @@ def node_seed(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big")
 
 
-def _mix(value: int) -> int:
-    """splitmix64's finalizer: a well-spread 64-bit score."""
-    value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
-    value = (value ^ (value >> 27)) * 0x94D049BB133111EB & _MASK
-    return value ^ (value >> 31)
-
-
-def rendezvous(key: int, nodes: Sequence[NodeState], seeds: Mapping[str, int]) -> NodeState:
-    """The node of `nodes` with the highest score for `key`.
+def rendezvous(key: int, nodes: Sequence[NodeState], seeds: Mapping[str, int]) -> list[NodeState]:
+    """`nodes` in `key`'s rendezvous order, best first.
 
     Weighted rendezvous (``-weight / ln(u)``, `u` the node's uniform hash in
-    (0, 1)): a node's share of conversations is its share of the weight.
+    (0, 1)): a node's share of conversations is its share of the weight. The
+    hash is CPython's of the ``(key, seed)`` tuple of ints: the same in every
+    process (hash randomization covers only str and bytes), one C call. The
+    best of any subset is its first node in this order, so one ranking serves
+    whichever nodes are eligible.
     """
-    best = nodes[0]
-    best_score = -1.0
-    for node in nodes:
-        uniform = (_mix(key ^ seeds[node.name]) + 1) / _SPAN
-        score = -node.weight / math.log(uniform)
-        if score > best_score:
-            best, best_score = node, score
-    return best
+    log = math.log
+    scored = [
+        (-node.weight / log(((hash((key, seeds[node.name])) & _MASK) + 1) / _SPAN), i)
+        for i, node in enumerate(nodes)
+    ]
+    scored.sort(reverse=True)
+    return [nodes[i] for _, i in scored]
+
+
+class Rankings:
+    """One tier's rendezvous orders by conversation key, cached (a conversation comes back
+    every turn). Use under the router's lock; built anew with the tier on reload."""
+
+    LIMIT = 4096
+    """Keys kept; the cache starts over when full."""
+
+    def __init__(self, nodes: Sequence[NodeState]) -> None:
+        self._nodes = tuple(nodes)
+        self._seeds = {node.name: node_seed(node.name) for node in nodes}
+        self._orders: dict[int, list[NodeState]] = {}
+
+    def preferred(self, key: int, eligible: Sequence[NodeState]) -> NodeState:
+        """The rendezvous node for `key` among `eligible` (non-empty, of this tier)."""
+        order = self._orders.get(key)
+        if order is None:
+            if len(self._orders) >= self.LIMIT:
+                self._orders.clear()
+            order = self._orders[key] = rendezvous(key, self._nodes, self._seeds)
+        if len(eligible) == len(self._nodes):
+            return order[0]
+        present = {id(node) for node in eligible}
+        return next((node for node in order if id(node) in present), eligible[0])
 
 
 def choose(
-    eligible: Sequence[NodeState], key: int | None, wrr: SmoothWRR, seeds: Mapping[str, int]
+    eligible: Sequence[NodeState], key: int | None, wrr: SmoothWRR, rankings: Rankings
 ) -> NodeState | None:
     """The node to serve a request among a tier's `eligible` nodes; None when all are full.
 
@@ -96,7 +125,7 @@ def choose(
     if not admitted:
         return None
     if key is not None:
-        preferred = rendezvous(key, eligible, seeds)
+        preferred = rankings.preferred(key, eligible)
         if preferred.inflight < preferred.max_conns:
             return preferred
         return least_loaded(admitted)

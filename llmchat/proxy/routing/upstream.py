@@ -42,7 +42,7 @@ from ..failures import CANCELLED, Failure, failure_of
 from ..relay import Relay
 from ..upstream import Call, Upstream
 from .admission import Busy, PlannedTier, Slot, admit, retryable
-from .choice import node_seed, prefix_key
+from .choice import prefix_key
 from .config import RoutingConfig
 from .nodes import NodeState
 from .relayed import relay_routed
@@ -66,7 +66,6 @@ class Tables:
     table: RouteTable
     plans: Mapping[str, tuple[PlannedTier, ...]]
     nodes: Mapping[str, NodeState]
-    seeds: Mapping[str, int]
 
 
 class RoutedUpstream:
@@ -128,8 +127,7 @@ class RoutedUpstream:
             )
             for alias, tiers in config.models.items()
         }
-        seeds = {name: node_seed(name) for name in nodes}
-        return Tables(config, RouteTable(config.models), plans, nodes, seeds)
+        return Tables(config, RouteTable(config.models), plans, nodes)
 
     def close(self) -> None:
         """Close every node's backend (its connection pool)."""
@@ -219,7 +217,6 @@ class RoutedUpstream:
             clock=self._clock,
             default_wait_ms=tables.config.routing.wait_timeout_ms,
             key=key,
-            seeds=tables.seeds,
             skip=failed,
             cancelled=cancelled,
         )

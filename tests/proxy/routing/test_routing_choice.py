@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from llmchat.proxy.routing.choice import SmoothWRR, choose, node_seed, prefix_key
+from llmchat.proxy.routing.choice import Rankings, SmoothWRR, choose, prefix_key
 from llmchat.proxy.routing.config import NodeConfig, Tier
 from llmchat.proxy.routing.nodes import NodeState
 from llmchat.proxy.routing.upstream import RoutedUpstream
@@ -168,16 +168,16 @@ def test_choose_prefers_the_rendezvous_node_then_the_least_loaded():
     nodes_ = _states(1, 1, 1)
     for node in nodes_:
         node.max_conns = 2
-    seeds = {n.name: node_seed(n.name) for n in nodes_}
+    rankings = Rankings(nodes_)
     wrr = SmoothWRR()
     key = 12345
-    home = choose(nodes_, key, wrr, seeds)
-    assert home is not None and all(choose(nodes_, key, wrr, seeds) is home for _ in range(5))
+    home = choose(nodes_, key, wrr, rankings)
+    assert home is not None and all(choose(nodes_, key, wrr, rankings) is home for _ in range(5))
     home.inflight = 2
     others = [n for n in nodes_ if n is not home]
     others[0].inflight = 1
-    assert choose(nodes_, key, wrr, seeds) is others[1]
+    assert choose(nodes_, key, wrr, rankings) is others[1]
     others[1].inflight = 2
-    assert choose(nodes_, key, wrr, seeds) is others[0]
+    assert choose(nodes_, key, wrr, rankings) is others[0]
     others[0].inflight = 2
-    assert choose(nodes_, key, wrr, seeds) is None
+    assert choose(nodes_, key, wrr, rankings) is None
