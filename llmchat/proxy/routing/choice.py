@@ -46,16 +46,16 @@ def prefix_key(body: Mapping[str, Any]) -> int | None:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return None
-    head: list[Any] = []
-    for message in messages:
+    end = 0
+    for end, message in enumerate(messages):  # noqa: B007  (the index is the result)
         role = message.get("role") if isinstance(message, Mapping) else None
-        head.append(message)
         if role == "user":
             break
         if role not in ("system", "developer"):
             return None  # no user turn first: nothing stable to key on
     else:
         return None
+    head = messages[: end + 1]
     try:
         data = wire_json.encode_data(head)
     except (ValueError, TypeError):

@@ -306,16 +306,10 @@ class RoutedUpstream:
         return self._one().get_json(route)
 
     def post_json(
-        self,
-        route: str,
-        body: Mapping[str, Any],
-        *,
-        limit: float,
-        at_root: bool = True,
-        label: str = "",
+        self, route: str, body: Mapping[str, Any], **how: Any
     ) -> tuple[int | None, Any, str | None]:
-        """`Upstream.post_json` on the metadata node."""
-        return self._one().post_json(route, body, limit=limit, at_root=at_root, label=label)
+        """`Upstream.post_json` (its keywords) on the metadata node."""
+        return self._one().post_json(route, body, **how)
 
     def probe_json(self, path: str) -> tuple[Any, str | None]:
         """`Upstream.probe_json` on the metadata node."""

@@ -138,3 +138,12 @@ def chat(client: Any, model: str, text: str = "hi", **options: Any) -> Any:
     return client.chat.completions.with_raw_response.create(
         model=model, messages=[{"role": "user", "content": text}], **options
     )
+
+
+def hold(node: Node, client: Any, model: str) -> threading.Thread:
+    """A chat for `model` that `node` holds (its `gate`) until the test sets it; once inside."""
+    node.gate = threading.Event()
+    held = threading.Thread(target=chat, args=(client, model))
+    held.start()
+    assert node.entered.acquire(timeout=WAIT)
+    return held

@@ -11,7 +11,7 @@ from llmchat.proxy.routing.config import Tier
 from llmchat.proxy.routing.upstream import RoutedUpstream
 
 from ..support import anthropic_client
-from .nodes_support import chat, config, node_config, nodes, openai_client, routed_proxy
+from .nodes_support import chat, config, hold, node_config, nodes, openai_client, routed_proxy
 
 WAIT = 10.0
 
@@ -66,7 +66,6 @@ def test_model_names_are_the_exact_aliases_once():
 
 def test_a_full_tier_with_no_wait_falls_to_the_next():
     with nodes("gpu", "cloud") as (gpu, cloud):
-        gpu.gate = threading.Event()
         routed = RoutedUpstream(
             config(
                 [node_config(gpu, max_conns=1), node_config(cloud)],
@@ -75,12 +74,11 @@ def test_a_full_tier_with_no_wait_falls_to_the_next():
         )
         with routed_proxy(routed) as (url, sink):
             client = openai_client(url)
-            held = threading.Thread(target=chat, args=(client, "m"))
-            held.start()
-            assert gpu.entered.acquire(timeout=WAIT)
+            held = hold(gpu, client, "m")
             raw = chat(client, "m")
             assert raw.headers["x-llmchat-node"] == "cloud"
             assert cloud.chat_bodies()[-1]["model"] == "small"
+            assert gpu.gate is not None
             gpu.gate.set()
             held.join(WAIT)
             tiers = sorted(e["tier"] for e in sink.wait(2))
@@ -89,15 +87,12 @@ def test_a_full_tier_with_no_wait_falls_to_the_next():
 
 def test_no_slot_in_time_is_a_429_in_the_face_shape_with_retry_after():
     with nodes("gpu") as (gpu,):
-        gpu.gate = threading.Event()
         routed = RoutedUpstream(
             config([node_config(gpu, max_conns=1)], {"m": [Tier("big", ("gpu",))]}, wait_ms=150)
         )
         with routed_proxy(routed) as (url, _):
             client = openai_client(url)
-            held = threading.Thread(target=chat, args=(client, "m"))
-            held.start()
-            assert gpu.entered.acquire(timeout=WAIT)
+            held = hold(gpu, client, "m")
             with pytest.raises(openai.RateLimitError) as caught:
                 chat(client, "m")
             headers = caught.value.response.headers
@@ -112,6 +107,7 @@ def test_no_slot_in_time_is_a_429_in_the_face_shape_with_retry_after():
                 )
             assert shaped.value.body["type"] == "error"
             assert int(shaped.value.response.headers["retry-after"]) >= 1
+            assert gpu.gate is not None
             gpu.gate.set()
             held.join(WAIT)
             assert gpu.chats == 1
