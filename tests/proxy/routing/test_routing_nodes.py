@@ -131,3 +131,20 @@ def test_x_llmchat_node_is_on_the_proxys_own_answers():
             assert requests.get(url + "/health", timeout=WAIT).headers["x-llmchat-node"] == "proxy"
             bad = requests.post(url + "/api/chat", data=b"{", timeout=WAIT)
             assert bad.status_code == 400 and bad.headers["x-llmchat-node"] == "proxy"
+
+
+@pytest.mark.parametrize("ending", ["settle", "cancel"])
+def test_a_settle_hook_runs_once_however_the_response_ends(ending):
+    from llmchat.response import Response, writer_of
+
+    response = Response()
+    ran: list[int] = []
+    assert response._add_settle_hook(lambda: ran.append(1))
+    if ending == "settle":
+        writer_of(response).settle("connection", "refused")
+    else:
+        response.cancel()
+    response.cancel()
+    writer_of(response).settle()
+    assert ran == [1]
+    assert not response._add_settle_hook(lambda: ran.append(2))  # settled: the caller runs it
