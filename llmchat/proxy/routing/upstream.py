@@ -247,8 +247,8 @@ class RoutedUpstream:
     def on_failure(self, node: NodeState, error_class: str, status: int | None = None) -> None:
         """A request failed on `node`: eject it for a doubling back-off when the node is at
         fault (connection, timeout, a 5xx but llama-server's 503 while loading)."""
-        if error_class == "http" and (status is None or status < 500):
-            return
+        if error_class == "http" and (status is None or status < 500 or status == 503):
+            return  # the request's fault, or a node loading / shedding load: not ejected
         seconds = min(MAX_BACKOFF, max(PASSIVE_BACKOFF, node.backoff * 2))
         what = f"HTTP {status}" if error_class == "http" else error_class
         log.warning("node %s ejected for %gs after a failed request (%s)", node.name, seconds, what)

@@ -82,8 +82,14 @@ def test_backoff_doubles_to_its_ceiling_and_a_success_readmits():
             routed.on_failure(node, "connection")
         assert node.backoff == MAX_BACKOFF
         routed.on_failure(node, "http", 404)  # the request's fault, not the node's
+        routed.on_failure(node, "http", 503)  # loading or shedding load: the prober's to judge
         assert node.backoff == MAX_BACKOFF
-        clock.now += MAX_BACKOFF
+        node.readmit()
+        routed.on_failure(node, "http", 503)
+        assert node.report()["state"] == "healthy"
+        routed.on_failure(node, "http", 500)
+        assert node.backoff == PASSIVE_BACKOFF
+        clock.now += PASSIVE_BACKOFF
         with routed_proxy(routed) as (url, _):
             assert chat(openai_client(url), "m").headers["x-llmchat-node"] == "a"
         assert node.backoff == 0.0 and node.report()["state"] == "healthy"
