@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -41,7 +42,8 @@ def prefix_key(body: Mapping[str, Any]) -> int | None:
     """A 64-bit key for the conversation of the OpenAI chat `body`; None without a user turn.
 
     The leading system (or developer) messages and the first user message, as
-    canonical JSON: the same for every turn of one conversation.
+    canonical JSON (`llmchat.wire_json`; a string content as its UTF-8 bytes,
+    length-prefixed): the same for every turn of one conversation.
     """
     messages = body.get("messages")
     if not isinstance(messages, list):
@@ -55,12 +57,23 @@ def prefix_key(body: Mapping[str, Any]) -> int | None:
             return None  # no user turn first: nothing stable to key on
     else:
         return None
-    head = messages[: end + 1]
+    crc, adler = 0, 1  # a routing key, not a secret: two checksums at memory speed
     try:
-        data = wire_json.encode_data(head)
+        for message in messages[: end + 1]:
+            content = message.get("content")
+            if isinstance(content, str):
+                # A long text as its UTF-8 bytes, the rest as canonical JSON: the same
+                # bytes for the same message, without escaping a long system prompt.
+                rest = {k: v for k, v in message.items() if k != "content"}
+                parts = [wire_json.encode_data(rest), b"\x00%d\x00" % len(content)]
+                parts.append(content.encode("utf-8", "surrogatepass"))
+            else:
+                parts = [wire_json.encode_data(message)]
+            for part in parts:
+                crc, adler = zlib.crc32(part, crc), zlib.adler32(part, adler)
     except (ValueError, TypeError):
         return None
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+    return crc << 32 | adler
 
 
 def node_seed(name: str) -> int:
