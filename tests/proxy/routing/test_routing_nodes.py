@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import openai
@@ -148,3 +149,47 @@ def test_a_settle_hook_runs_once_however_the_response_ends(ending):
     writer_of(response).settle()
     assert ran == [1]
     assert not response._add_settle_hook(lambda: ran.append(2))  # settled: the caller runs it
+
+
+def test_an_anthropic_dialect_node_serves_the_ollama_face_and_is_skipped_by_the_relay():
+    from llmchat.testing import ScriptedServer
+
+    from ...support.anthropic import message_events, sse, sse_reply
+
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [{"type": "text", "text": "from the claude node"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 4},
+    }
+    server = ScriptedServer(lambda request: sse_reply(sse(message_events(message)))).start()
+    try:
+        routed = RoutedUpstream(
+            config(
+                [node_config("claude", server.url, dialect="anthropic")],
+                {"m": [Tier("claude-x", ("claude",))]},
+            )
+        )
+        with routed_proxy(routed) as (url, _):
+            answer = requests.post(
+                url + "/api/chat",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                timeout=WAIT,
+                stream=False,
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["x-llmchat-node"] == "claude"
+            lines = [json.loads(line) for line in answer.text.splitlines() if line]
+            assert "".join(line["message"]["content"] for line in lines) == "from the claude node"
+            sent = server.requests[-1]
+            assert sent.path.endswith("/messages") and sent.json()["model"] == "claude-x"
+            with pytest.raises(openai.InternalServerError) as caught:  # the byte relay
+                chat(openai_client(url), "m")
+            assert caught.value.status_code == 503
+            assert len(server.requests) == 1
+    finally:
+        server.stop()
