@@ -156,16 +156,10 @@ def test_an_anthropic_dialect_node_serves_the_ollama_face_and_is_skipped_by_the_
 
     from ...support.anthropic import message_events, sse, sse_reply
 
-    message = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-x",
-        "content": [{"type": "text", "text": "from the claude node"}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": 4},
-    }
+    text = {"type": "text", "text": "from the claude node"}
+    message: dict = {"id": "msg_1", "type": "message", "role": "assistant", "content": [text]}
+    message.update(model="claude-x", stop_reason="end_turn", stop_sequence=None)
+    message["usage"] = {"input_tokens": 3, "output_tokens": 4}
     server = ScriptedServer(lambda request: sse_reply(sse(message_events(message)))).start()
     try:
         routed = RoutedUpstream(
