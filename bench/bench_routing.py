@@ -34,6 +34,16 @@ BODY = {
 }
 
 
+LARGE = {
+    "model": "m",
+    "messages": [
+        {"role": "system", "content": "Tool definitions and house rules. " * 1200},
+        {"role": "user", "content": "Fix the failing test in tests/test_app.py. " * 40},
+    ],
+}
+"""A coding agent's first turn: a ~40 KB system prompt (the prefix every turn repeats)."""
+
+
 def _nodes(count: int, lock: threading.Condition) -> list[NodeState]:
     return [
         NodeState(
@@ -64,12 +74,14 @@ def _timed(step: Callable[[], None], calls: int) -> tuple[float, float]:
     return _percentiles(samples)
 
 
-def bench(count: int, affinity: bool, calls: int) -> dict[str, tuple[float, float]]:
+def bench(
+    count: int, affinity: bool, calls: int, body: dict[str, object] = BODY
+) -> dict[str, tuple[float, float]]:
     lock = threading.Condition()
     nodes = _nodes(count, lock)
     now = time.monotonic()
     tiers = (PlannedTier(0, Tier("m", tuple(n.name for n in nodes)), tuple(nodes)),)
-    key = prefix_key(BODY) if affinity else None
+    key = prefix_key(body) if affinity else None
 
     planned = tiers[0]
 
@@ -79,13 +91,13 @@ def bench(count: int, affinity: bool, calls: int) -> dict[str, tuple[float, floa
             choose(eligible, key, planned.wrr, planned.rankings)
 
     def decision() -> None:
-        k = prefix_key(BODY) if affinity else None
+        k = prefix_key(body) if affinity else None
         slot = admit(tiers, lock=lock, clock=time.monotonic, default_wait_ms=2000, key=k)
         assert isinstance(slot, Slot)
         slot.release()
 
     def key_only() -> None:
-        prefix_key(BODY)
+        prefix_key(body)
 
     return {
         "choose": _timed(choose_only, calls),
@@ -107,6 +119,8 @@ def main() -> None:
                     continue
                 label = "prefix" if affinity else "none"
                 print(f"{count:>5} {label:>8} {what:>10} {p50:>8.2f} {p99:>8.2f}")
+    for what, (p50, p99) in bench(3, True, args.calls // 4, LARGE).items():
+        print(f"{3:>5} {'40KB':>8} {what:>10} {p50:>8.2f} {p99:>8.2f}")
 
 
 if __name__ == "__main__":
