@@ -14,9 +14,10 @@ face's 404; no slot in time on any tier is a 429 with ``retry-after``; no
 eligible node at all is a 503 with it.
 
 The slot is held until the node's Response settles (streams included; a
-cancel too) and released once. A node that fails (connection, timeout, 5xx)
-is ejected for a back-off (`PASSIVE_BACKOFF`, doubling to `MAX_BACKOFF`) and
-readmitted by its next success after it, or by the health prober.
+cancel too) and released once. A node that fails (connection, timeout, a 5xx
+but 503: loading or shedding load is the prober's to judge) is ejected for a
+back-off (`PASSIVE_BACKOFF`, doubling to `MAX_BACKOFF`) and readmitted by its
+next success after it, or by the health prober (`on_failure` is its hook).
 
 Metadata routes (`model_names` aside: the aliases), the token count, the side
 requests and the OpenAI face's byte relay go to the *metadata node*: the first
