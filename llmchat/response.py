@@ -208,6 +208,8 @@ class Response(AnswerText, Pacing):
         run_aborter(aborter)
         for hook in hooks:
             run_aborter(hook)
+        if live.settle_hooks:
+            live.run_settle_hooks()
 
     def __enter__(self) -> Response:
         return self
@@ -253,6 +255,10 @@ class Response(AnswerText, Pacing):
 
     def _add_cancel_hook(self, hook: Callable[[], None]) -> None:
         self._writer.add_cancel_hook(hook)
+
+    def _add_settle_hook(self, hook: Callable[[], None]) -> bool:
+        """`ResponseWriter.add_settle_hook`: run `hook` once at the settle (False: settled)."""
+        return self._writer.add_settle_hook(hook)
 
     def _add_text(self, text: str) -> None:
         self._writer.add_to(self._text, text)

@@ -89,6 +89,7 @@ class ResponseWriter(Generic[R]):
         self.chunks: list[Chunk] = []
         self.aborter: Callable[[], None] | None = None
         self.cancel_hooks: list[Callable[[], None]] = []
+        self.settle_hooks: list[Callable[[], None]] = []
         self.started = time.monotonic()
         self.lead: int | None = None
         """Pacing: chunks the reader may publish past the furthest iterator; None: unpaced."""
@@ -120,6 +121,26 @@ class ResponseWriter(Generic[R]):
         with self.cond:
             if not self.response.is_done:
                 self.cancel_hooks.append(hook)
+
+    def add_settle_hook(self, hook: Callable[[], None]) -> bool:
+        """Run `hook` once when the Response settles, whatever ended it (a cancel included).
+
+        It runs in the settling thread, outside the lock; it must return
+        quickly and its errors are logged and swallowed. False (and nothing
+        registered) when the Response has settled already: the caller runs it.
+        """
+        with self.cond:
+            if self.response.is_done:
+                return False
+            self.settle_hooks.append(hook)
+            return True
+
+    def run_settle_hooks(self) -> None:
+        """Run the settle hooks, once: after `settle_locked`, outside the lock."""
+        with self.cond:
+            hooks, self.settle_hooks = self.settle_hooks, []
+        for hook in hooks:
+            run_aborter(hook)
 
     def attach_puller(self, puller: Puller) -> bool:
         """Let iterators do the reads through `puller`; True if one is waiting now."""
@@ -238,7 +259,9 @@ class ResponseWriter(Generic[R]):
             self.settle_locked(failure, err, status, False)
             self.aborter = None
             self.cancel_hooks = []
-            return True
+        if self.settle_hooks:
+            self.run_settle_hooks()
+        return True
 
     def settle_locked(
         self, error_class: ErrorClass | None, err: str | None, status: int | None, cancelled: bool

@@ -28,6 +28,7 @@ from .error_shapes import face_of
 from .faces import anthropic, ollama, openai, responses
 from .router import Route, Router
 from .routing.keys import KEY_POLICY, KeyRing
+from .routing.upstream import RoutedUpstream
 from .upstream import Upstream
 from .usage import UsageLog
 from .usage.backend import store_of
@@ -65,8 +66,9 @@ class AppOptions(TypedDict, total=False):
 def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
     """A WSGI application serving Ollama, Anthropic and OpenAI clients over `upstream`.
 
-    `upstream` is an `OpenAICommon` backend (or subclass) or an
-    `llmchat.retry.Inference` chain. `usage_log` is a JSON-lines file path or
+    `upstream` is an `OpenAICommon` backend (or subclass), an
+    `llmchat.retry.Inference` chain, or a `routing.RoutedUpstream` (many nodes
+    behind aliases, used as it is). `usage_log` is a JSON-lines file path or
     a callable taking one event dict per request. `usage_db` is an SQLite file
     path, a ``postgresql://`` URL (the ``postgres`` extra) or a `UsageStore`:
     one row per request, for `llmchat usage`; a path or URL is opened (and its
@@ -115,7 +117,9 @@ class ProxyApp:
             raise TypeError("max_body_bytes must be an int")
         if max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
-        self.upstream = Upstream(upstream)
+        # A RoutedUpstream answers what the faces ask of an `Upstream` (duck-typed).
+        routed = isinstance(upstream, RoutedUpstream)
+        self.upstream: Upstream = upstream if routed else Upstream(upstream)
         self.usage = UsageLog(usage_log)
         self._api_key = api_key.encode("utf-8") if api_key else None
         self._key_id = key_id_of(api_key) if api_key else None

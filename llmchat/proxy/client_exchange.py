@@ -1,7 +1,8 @@
 """One client request inside the proxy app: its id, its usage event, and the one way to answer.
 
 Every route handler gets one; `begin` is where the status and the headers
-every answer carries (``x-request-id``, Anthropic's ``request-id``) are set.
+every answer carries (``x-request-id``, ``x-llmchat-node``, Anthropic's
+``request-id``) are set.
 The per-request helpers are its methods: `read_json` (the body, within the
 app's limit), `json` and `error` (an answer, an error in the face's shape),
 `aborted` (a client that is gone) and `record` (the usage event, once). What
@@ -26,10 +27,13 @@ from .outbound import Cleaner, client_json
 from .retry_advice import log_refusal
 from .usage import CLIENT_ABORT_STATUS, UsageEvent
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ClientExchange", "ExchangeContext"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "PROXY_NODE", "ClientExchange", "ExchangeContext"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 10_000_000
 """`make_app`'s default `max_body_bytes`."""
+
+PROXY_NODE: Final = "proxy"
+"""``x-llmchat-node`` of an answer no routed node gave (the proxy's own, one upstream's)."""
 
 
 def _no_secrets() -> Redactor:
@@ -93,6 +97,8 @@ class ClientExchange:
         self.request_id = given if _REQUEST_ID.fullmatch(given) else f"req_{uuid.uuid4().hex}"
         self.started = time.monotonic()
         self.body_bytes = b""
+        self.node = PROXY_NODE
+        """What ``x-llmchat-node`` says answered: a routed node's name, else `PROXY_NODE`."""
         self.event = UsageEvent(
             request_id=self.request_id, face=face, route=environ.get("PATH_INFO", "") or "/"
         )
@@ -100,7 +106,11 @@ class ClientExchange:
     def headers(
         self, content_type: str, extra: Iterable[tuple[str, str]] = ()
     ) -> list[tuple[str, str]]:
-        out = [("Content-Type", content_type), ("x-request-id", self.request_id)]
+        out = [
+            ("Content-Type", content_type),
+            ("x-request-id", self.request_id),
+            ("x-llmchat-node", self.node),
+        ]
         if self.face == "anthropic":
             out.append(("request-id", self.request_id))  # where the Anthropic SDK looks
         out.extend(extra)
@@ -119,6 +129,14 @@ class ClientExchange:
         ):
             headers.append(("x-should-retry", "false"))
         self.start_response(f"{status} {_REASONS.get(status, 'Status')}", headers)
+
+    def routed(self, node: str | None, tier: int | None, alias: str | None) -> None:
+        """Where a routing upstream sent the request: the ``x-llmchat-node`` header (a
+        `node`; None leaves `PROXY_NODE`) and the usage event's node, tier and alias."""
+        if node is not None:
+            self.node = node
+        event = self.event
+        event.node, event.tier, event.alias = node, tier, alias
 
     # -- the per-request helpers -------------------------------------------
 

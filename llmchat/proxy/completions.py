@@ -126,6 +126,8 @@ class Completions:
         except BaseException:
             watch.stop()
             raise
+        finally:
+            exchange.routed(call.node, call.tier, call.alias)
         if isinstance(started, Failure):
             watch.stop()
             return self.upstream_error(exchange, started, watch)

@@ -7,7 +7,7 @@ key, an error status becomes the proxy's own error (`Relay.error_status_failure`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..backends._request import WireRequest
@@ -91,6 +91,20 @@ class Relay:
         self.max_event_bytes: int | None = None
         self.redactor = Redactor.of(())
         """Takes the backend's credentials out of what is relayed (set by `Upstream.relay`)."""
+        self.node: str | None = None
+        """The routed node relayed to, its tier and the alias (`routing`); None: not routed."""
+        self.tier: int | None = None
+        self.alias: str | None = None
+        self._cancel_hooks: list[Callable[[], None]] = []
+        self._close_hooks: list[Callable[[], None]] = []
+
+    def on_cancel(self, hook: Callable[[], None]) -> None:
+        """Run `hook` (quick, never raising) when `cancel` is called."""
+        self._cancel_hooks.append(hook)
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Run `hook` (quick, never raising) once, at the first `close`."""
+        self._close_hooks.append(hook)
 
     def error_status_failure(self) -> Failure:
         """Read and close an error-status answer; the Failure its client gets (logged)."""
@@ -123,11 +137,16 @@ class Relay:
 
     def cancel(self) -> None:
         self.exchange.abort("cancel")
+        for hook in list(self._cancel_hooks):
+            hook()
 
     def close(self) -> None:
         self.exchange.finish()
         if self.http is not None:
             self.http.close()
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            hook()
 
 
 class RelayBroken(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .. import wire_json
@@ -63,23 +63,48 @@ into memory for nobody."""
 
 
 class Call:
-    """One proxied completion: the live upstream Response, cancellable from any thread."""
+    """One proxied completion: the live upstream Response, cancellable from any thread.
+
+    `node`, `tier` and `alias` say where a routing upstream sent it (the
+    ``x-llmchat-node`` header and the usage event read them); None: the
+    proxy answered itself, or one upstream without names.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._cancelled = False
         self._response: Response | None = None
         self._inference: Inference | None = None
+        self._hooks: list[Callable[[], None]] = []
+        self.node: str | None = None
+        self.tier: int | None = None
+        self.alias: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once `cancel` was called."""
+        return self._cancelled
 
     def cancel(self) -> None:
         """Stop the upstream generation in whatever phase it is; never raises."""
         with self._lock:
             self._cancelled = True
             response, inference = self._response, self._inference
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
         if inference is not None:
             inference.cancel()
         if response is not None:
             response.cancel()
+
+    def on_cancel(self, hook: Callable[[], None]) -> None:
+        """Run `hook` (quick, never raising) at the cancel; at once if it happened already."""
+        with self._lock:
+            if not self._cancelled:
+                self._hooks.append(hook)
+                return
+        hook()
 
     def track(self, response: Response | None = None, inference: Inference | None = None) -> None:
         """Hold what `cancel` stops; one that arrives after a cancel is stopped at once."""

@@ -52,6 +52,12 @@ class UsageEvent:
     key_id: str | None = None
     """Which client key was accepted, as a non-reversible id (`key_id_of`); None when
     the proxy checks no key or the request presented none that passed."""
+    node: str | None = None
+    """The routed node that answered (`llmchat.proxy.routing`); None without routing."""
+    tier: int | None = None
+    """The index of the alias's tier that node served; None without routing."""
+    alias: str | None = None
+    """The configured name (or glob) the client's model matched; None without routing."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as every sink gets them, each within its `fields` rule."""

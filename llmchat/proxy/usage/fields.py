@@ -20,7 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_TEXT", "UNKNOWN_ROUTE", "clean", "parse"]
+__all__ = ["MAX_TEXT", "ROUTING_FIELDS", "UNKNOWN_ROUTE", "clean", "parse"]
+
+ROUTING_FIELDS: Final = ("node", "tier", "alias")
+"""The fields routing adds: in the JSON-lines log, not (yet) in the SQL stores' columns."""
 
 MAX_TEXT: Final = 256
 """The longest string any field holds, in characters (a model name's bound)."""
@@ -95,6 +98,9 @@ RULES: Final[Mapping[str, _Rule]] = {
     "error_type": _Rule(str, nullable=True, limit=64),
     "started_at": _Rule(float, required=True, default=0.0, limit=_LAST_TIME),
     "key_id": _Rule(str, nullable=True, limit=64),
+    "node": _Rule(str, nullable=True, limit=64),
+    "tier": _Rule(int, nullable=True, limit=999),
+    "alias": _Rule(str, nullable=True),
 }
 """One rule per `UsageEvent` field (`event` checks the two lists agree)."""
 

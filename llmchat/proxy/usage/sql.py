@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from ...errors import InvalidArgumentError, LLMChatError
 from .event import UsageEvent
+from .fields import ROUTING_FIELDS
 from .store import GROUPINGS, Total, time_bounds
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "TABLE", "VERSION_TABLE", "SqlStore"]
@@ -30,8 +31,11 @@ SCHEMA_VERSION = 1
 TABLE = "llmchat_usage"
 VERSION_TABLE = "llmchat_usage_schema"
 
-COLUMNS: tuple[str, ...] = (*(f.name for f in fields(UsageEvent)), "day")
-"""The row's columns, in insert order: every event field, then the UTC day."""
+COLUMNS: tuple[str, ...] = (
+    *(f.name for f in fields(UsageEvent) if f.name not in ROUTING_FIELDS),
+    "day",
+)
+"""The row's columns, in insert order: every event field but routing's, then the UTC day."""
 
 _TYPES = {
     "request_id": "TEXT NOT NULL",

@@ -78,6 +78,8 @@ def relay(
     except BaseException:
         watch.stop()
         raise
+    finally:
+        exchange.routed(upstream_call.node, upstream_call.tier, upstream_call.alias)
     failure = upstream_call.failure
     if failure is not None:
         watch.stop()

@@ -1,0 +1,124 @@
+"""The OpenAI face's byte relay over a `RoutedUpstream`: routed by the body's model.
+
+``GET /models`` is answered by the proxy itself: the aliases, each once. A
+body with a ``model`` (chat completions, embeddings) is routed like a
+completion: the alias's tiers, admission, the model rewritten to the tier's
+(the body re-encoded canonically), the node's own key; a node that refuses
+the connection or answers 429/5xx before its headers are relayed is left for
+another node, then the next tier. The slot is held until the relayed body
+closes. The relay speaks OpenAI's wire format only, so it uses a tier's
+``openai``-dialect nodes and passes the others over. Anything else goes to
+the metadata node as sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ... import wire_json
+from ...transport import Exchange
+from ..failures import Failure
+from ..relay import Relay, open_relay
+from ..upstream import Upstream
+from .admission import Busy, retryable
+from .choice import prefix_key
+from .table import unknown_model
+
+if TYPE_CHECKING:
+    from .upstream import RoutedUpstream
+
+__all__ = ["relay_routed"]
+
+
+class _Listing:
+    """A proxy-made 200 JSON answer in the shape `Relay` reads from a transport."""
+
+    status_code = 200
+
+    def __init__(self, data: bytes) -> None:
+        self.headers = {"Content-Type": "application/json"}
+        self._data = data
+
+    def iter_bytes(self, limit: int | None = None) -> Any:
+        yield self._data
+
+    def close(self) -> None:
+        pass
+
+
+def _body(data: bytes | None) -> dict[str, Any] | None:
+    try:
+        body = json.loads(data) if data else None
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def relay_routed(
+    router: RoutedUpstream, relay: Relay, method: str, path: str, data: bytes | None
+) -> None:
+    """Open `method path` on the node the body's model routes to, into `relay`."""
+    if method == "GET" and path == "/models":
+        listing = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "llmchat"}
+            for name in router.model_names()
+        ]
+        relay.http = _Listing(wire_json.encode_data({"object": "list", "data": listing}))
+        return
+    body = _body(data)
+    model = body.get("model") if body is not None else None
+    if body is None or not isinstance(model, str):
+        Upstream(router.metadata_node().backend).relay(relay, method, path, data)
+        return
+    tables = router.snapshot()
+    route = tables.table.resolve(model)
+    if route is None:
+        relay.failure = unknown_model(model)
+        return
+    relay.alias = route.alias
+    affine = tables.config.routing.affinity == "prefix" and path == "/chat/completions"
+    key = prefix_key(body) if affine else None
+    cancelled = threading.Event()
+
+    def cancel() -> None:
+        cancelled.set()
+        router.wake()
+
+    relay.on_cancel(cancel)
+    failed: set[str] = set()
+    last: Failure | None = None
+    redactor = router.redactor()
+    while True:
+        got = router.admit(tables, route, key, failed, cancelled.is_set)
+        if isinstance(got, Busy):
+            relay.failure = router.refusal(got, last, tables)
+            return
+        node = got.node
+        if node.dialect != "openai":  # the byte relay speaks OpenAI's format only
+            got.release()
+            failed.add(node.name)
+            continue
+        relay.node, relay.tier = node.name, got.tier
+        sent = wire_json.encode_data({**body, "model": route.tiers[got.tier].model})
+        if relay.http is not None or relay.failure is not None:
+            relay.exchange, relay.http, relay.failure = Exchange(), None, None
+        relay.on_close(got.release)
+        try:
+            open_relay(node.backend, redactor, relay, method, path, sent)
+        except BaseException:
+            got.release()
+            raise
+        failure = relay.failure
+        if failure is None:
+            router.on_success(node)
+            return
+        got.release()
+        if failure.error_class == "client_abort" or not retryable(
+            failure.error_class, failure.upstream_status
+        ):
+            return
+        router.on_failure(node, failure.error_class, failure.upstream_status)
+        failed.add(node.name)
+        last = failure

@@ -1,0 +1,321 @@
+"""`RoutedUpstream`: the `Completions` upstream that routes each request to a tier and a node.
+
+What `Completions` asks of an upstream (`proxy.upstream.Upstream` is the
+one-upstream version): `start(body, call)` resolves the client's model to an
+alias (`table`), takes a slot on a node of its first tier that admits it
+(`admission`, `choice`), rewrites the body's model to the tier's, and starts
+the node's streaming completion through a one-node `Upstream` (the same
+settings mapping and pacing). It returns once the first chunk has arrived or
+the Response has settled: a node that refused the connection, timed out, or
+answered 429 or 5xx before any chunk is left for another eligible node of the
+tier, then the next tier; after the first chunk a failure is the face's
+in-band error, never a silent switch. A client's model nothing matches is the
+face's 404; no slot in time on any tier is a 429 with ``retry-after``; no
+eligible node at all is a 503 with it.
+
+The slot is held until the node's Response settles (streams included; a
+cancel too) and released once. A node that fails (connection, timeout, a 5xx
+but 503: loading or shedding load is the prober's to judge) is ejected for a
+back-off (`PASSIVE_BACKOFF`, doubling to `MAX_BACKOFF`) and readmitted by its
+next success after it, or by the health prober (`on_failure` is its hook).
+
+Metadata routes (`model_names` aside: the aliases), the token count, the side
+requests and the OpenAI face's byte relay go to the *metadata node*: the first
+eligible node of the first tier of the first alias in the config (else the
+first node). `reload(config)` swaps the tables for new requests; requests in
+flight keep the node objects they started on, and nodes that persist by name
+keep their slots and health.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ...redact import Redactor
+from ...response import Response
+from ..failures import CANCELLED, Failure, failure_of
+from ..relay import Relay
+from ..upstream import Call, Upstream
+from .admission import Busy, PlannedTier, Slot, admit, retryable
+from .choice import prefix_key
+from .config import RoutingConfig
+from .nodes import NodeState
+from .relayed import relay_routed
+from .table import Route, RouteTable, unknown_model
+
+__all__ = ["MAX_BACKOFF", "PASSIVE_BACKOFF", "RoutedUpstream", "Tables"]
+
+log = logging.getLogger("llmchat.proxy")
+
+PASSIVE_BACKOFF: Final = 5.0
+"""Seconds a node that failed a request is ejected for, the first time."""
+MAX_BACKOFF: Final = 60.0
+"""The longest passive ejection (each failure in a row doubles it)."""
+
+
+@dataclass(frozen=True)
+class Tables:
+    """One config's routing tables; replaced whole on reload (read without a lock)."""
+
+    config: RoutingConfig
+    table: RouteTable
+    plans: Mapping[str, tuple[PlannedTier, ...]]
+    nodes: Mapping[str, NodeState]
+
+
+class RoutedUpstream:
+    """Many nodes behind aliases with ordered tiers. Thread-safe: one serves every request."""
+
+    inference: None = None
+    """No `Inference` chain: the faces call `start` on their own thread."""
+
+    def __init__(
+        self,
+        config: RoutingConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._environ = environ
+        self._lock = threading.Condition()
+        self._reload_lock = threading.Lock()
+        self._tables = self._build(config, {})
+
+    def __repr__(self) -> str:
+        tables = self._tables
+        return (
+            f"RoutedUpstream({len(tables.nodes)} nodes, "
+            f"{len(tables.plans)} aliases, from {tables.config.source!r})"
+        )
+
+    # -- configuration ------------------------------------------------------
+
+    @property
+    def config(self) -> RoutingConfig:
+        """The live config."""
+        return self._tables.config
+
+    @property
+    def nodes(self) -> dict[str, NodeState]:
+        """The live config's nodes by name (the health prober's targets)."""
+        return dict(self._tables.nodes)
+
+    def reload(self, config: RoutingConfig) -> None:
+        """Route new requests by `config`; in-flight ones finish where they started."""
+        with self._reload_lock:
+            self._tables = self._build(config, self._tables.nodes)
+
+    def _build(self, config: RoutingConfig, old: Mapping[str, NodeState]) -> Tables:
+        nodes: dict[str, NodeState] = {}
+        for node_config in config.nodes:
+            node = old.get(node_config.name)
+            if node is None:
+                node = NodeState(node_config, self._lock, clock=self._clock, environ=self._environ)
+            elif node.config != node_config:
+                node.reconfigure(node_config, self._environ)
+            nodes[node_config.name] = node
+        plans = {
+            alias: tuple(
+                PlannedTier(i, tier, tuple(nodes[name] for name in tier.nodes if name in nodes))
+                for i, tier in enumerate(tiers)
+            )
+            for alias, tiers in config.models.items()
+        }
+        return Tables(config, RouteTable(config.models), plans, nodes)
+
+    def close(self) -> None:
+        """Close every node's backend (its connection pool)."""
+        for node in self._tables.nodes.values():
+            node.backend.close()
+
+    def report(self) -> list[dict[str, Any]]:
+        """Every node's `NodeState.report`, in config order."""
+        return [node.report() for node in self._tables.nodes.values()]
+
+    # -- completions --------------------------------------------------------
+
+    def start(self, body: Mapping[str, Any], call: Call) -> Response | Failure:
+        """Route the OpenAI chat `body` and start it: the live Response, or a Failure.
+
+        Returns after the node's first chunk or its settle; `call` says which
+        node, tier and alias served it.
+        """
+        tables = self._tables
+        model = body.get("model")
+        route = tables.table.resolve(model) if isinstance(model, str) else None
+        if route is None:
+            return unknown_model(model)
+        call.alias = route.alias
+        key = prefix_key(body) if tables.config.routing.affinity == "prefix" else None
+        call.on_cancel(self.wake)
+        failed: set[str] = set()
+        last: Failure | None = None
+        while True:
+            got = self.admit(tables, route, key, failed, lambda: call.cancelled)
+            if isinstance(got, Busy):
+                return self.refusal(got, last, tables)
+            started = self._try(got, route, body, call)
+            if not isinstance(started, Failure):
+                return started
+            failed.add(got.node.name)
+            last = started
+
+    def _try(
+        self, slot: Slot, route: Route, body: Mapping[str, Any], call: Call
+    ) -> Response | Failure:
+        """One node's attempt: its Response once it has a chunk or settled; a Failure to retry."""
+        node = slot.node
+        call.node, call.tier = node.name, slot.tier
+        tier = route.tiers[slot.tier]
+        try:
+            started = Upstream(node.backend).start({**body, "model": tier.model}, call)
+        except BaseException:
+            slot.release()
+            raise
+        if isinstance(started, Failure):  # a one-backend Upstream returns none; kept safe
+            slot.release()
+            return started
+        if not started._add_settle_hook(slot.release):
+            slot.release()
+        arrived = False
+        for _ in started:  # the first chunk, or the settle (a hang-up cancels it)
+            arrived = True
+            break
+        if arrived or not started.is_done or started.is_success or started.is_cancelled:
+            if not started.is_cancelled:
+                self.on_success(node)
+            return started
+        error_class = started.error_class or "unknown"
+        status = started.error_status
+        if not retryable(error_class, status):
+            return started
+        self.on_failure(node, error_class, status)
+        return failure_of(started)
+
+    def snapshot(self) -> Tables:
+        """The live tables (one request routes by one snapshot, whatever reloads meanwhile)."""
+        return self._tables
+
+    def admit(
+        self,
+        tables: Tables,
+        route: Route,
+        key: int | None,
+        failed: set[str],
+        cancelled: Callable[[], bool],
+    ) -> Slot | Busy:
+        """A slot for `route` by `tables` (`admission.admit`), skipping the `failed` nodes."""
+        return admit(
+            tables.plans[route.alias],
+            lock=self._lock,
+            clock=self._clock,
+            default_wait_ms=tables.config.routing.wait_timeout_ms,
+            key=key,
+            skip=failed,
+            cancelled=cancelled,
+        )
+
+    def refusal(self, busy: Busy, last: Failure | None, tables: Tables) -> Failure:
+        """What a request that got no slot is answered: 429 (all busy), the last node's
+        failure, or 503 (no eligible node); a cancelled one is `CANCELLED`."""
+        if busy.cancelled:
+            return CANCELLED
+        retry = str(max(1, math.ceil(tables.config.routing.wait_timeout_ms / 1000)))
+        if busy.full:
+            return Failure(
+                429, "Every node serving this model is busy", "overloaded", retry_after=retry
+            )
+        if last is not None:
+            return last
+        return Failure(
+            503, "No node serving this model is available", "unavailable", retry_after=retry
+        )
+
+    def wake(self) -> None:
+        """Wake the requests waiting for a slot (one of them was cancelled)."""
+        with self._lock:
+            self._lock.notify_all()
+
+    # -- passive health -----------------------------------------------------
+
+    def on_failure(self, node: NodeState, error_class: str, status: int | None = None) -> None:
+        """A request failed on `node`: eject it for a doubling back-off when the node is at
+        fault (connection, timeout, a 5xx but llama-server's 503 while loading)."""
+        if error_class == "http" and (status is None or status < 500 or status == 503):
+            return  # the request's fault, or a node loading / shedding load: not ejected
+        seconds = min(MAX_BACKOFF, max(PASSIVE_BACKOFF, node.backoff * 2))
+        what = f"HTTP {status}" if error_class == "http" else error_class
+        log.warning("node %s ejected for %gs after a failed request (%s)", node.name, seconds, what)
+        node.eject(seconds, f"failed a request ({what})")
+
+    def on_success(self, node: NodeState) -> None:
+        """A request started on `node`: a back-off from earlier failures is over."""
+        if node.backoff:
+            node.readmit()
+
+    # -- what the metadata routes ask ---------------------------------------
+
+    def redactor(self) -> Redactor:
+        """Takes every node's key out of text and bytes bound for clients or logs."""
+        secrets: list[str] = []
+        for node in self._tables.nodes.values():
+            secrets.extend(node.backend._secrets())
+        return Redactor.of(secrets)
+
+    def model_names(self) -> list[str]:
+        """The configured aliases (globs name no model), each once, in config order."""
+        return self._tables.table.names()
+
+    @property
+    def backend(self) -> Any:
+        """The metadata node's backend."""
+        return self.metadata_node().backend
+
+    def metadata_node(self) -> NodeState:
+        """The first eligible node of the first alias's first tier, else the first node."""
+        tables = self._tables
+        now = self._clock()
+        for plan in tables.plans.values():
+            for planned in plan[:1]:
+                with self._lock:
+                    for node in planned.nodes:
+                        if node.eligible(now):
+                            return node
+            break
+        return next(iter(tables.nodes.values()))
+
+    def _one(self) -> Upstream:
+        return Upstream(self.metadata_node().backend)
+
+    def limits(self) -> dict[str, Any]:
+        """The metadata node's `probe_server_limits()`."""
+        return self._one().limits()
+
+    def count_tokens(self, body: Mapping[str, Any]) -> int:
+        """Prompt tokens of `body` by the metadata node's tokenizer."""
+        return self._one().count_tokens(body)
+
+    def get_json(self, route: str) -> tuple[int | None, Any, str | None]:
+        """`Upstream.get_json` on the metadata node."""
+        return self._one().get_json(route)
+
+    def post_json(
+        self, route: str, body: Mapping[str, Any], **how: Any
+    ) -> tuple[int | None, Any, str | None]:
+        """`Upstream.post_json` (its keywords) on the metadata node."""
+        return self._one().post_json(route, body, **how)
+
+    def probe_json(self, path: str) -> tuple[Any, str | None]:
+        """`Upstream.probe_json` on the metadata node."""
+        return self._one().probe_json(path)
+
+    def relay(self, relay: Relay, method: str, path: str, data: bytes | None) -> None:
+        """The OpenAI face's byte relay, routed by the body's model (`relayed`)."""
+        relay_routed(self, relay, method, path, data)
