@@ -1,11 +1,13 @@
 """The same paths timed on two versions of llmchat in one run: did a change cost speed?
 
-    python bench/bench_before_after.py [--before REV] [--rounds N] [--repeat M] [--no-write]
+    python bench/bench_before_after.py [--before REV] [--after REV] [--rounds N] [--repeat M]
+                                       [--no-write]
 
 `REV`'s ``llmchat/`` is unpacked (``git archive``) into a temporary folder;
-the other side is this checkout's working tree. Each round starts one
-`_before_after_probe.py` process per side, in alternating order (so a busy
-moment of the machine falls on both sides), and each process times every path
+the other side is this checkout's working tree, or `--after REV` unpacked the
+same way. Each round starts one `_before_after_probe.py` process per side,
+in alternating order (so a busy moment of the machine falls on both sides),
+and each process times every path
 from the same measuring code: llmchat direct to a loopback server (a
 2,000-frame stream in 64 KiB writes and with a write per frame, a short
 blocking request), and raw readers of each face of `llmchat proxy` (1,000
@@ -91,16 +93,22 @@ def main(argv: list[str] | None = None) -> int:
     """Time both sides in alternating rounds; print and record the medians and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=BEFORE, help="the commit to compare against")
+    parser.add_argument(
+        "--after", default=None, help="a commit for the other side (default: this working tree)"
+    )
     parser.add_argument("--rounds", type=int, default=7, help="probe processes per side")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per path per process")
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="llmchat-before-") as folder:
-        before_tree = Path(folder)
+        before_tree, after_tree = Path(folder, "before"), Path(folder, "after")
         before = unpack(args.before, before_tree)
-        after = head()
-        sides = {"before": before_tree, "after": ROOT}
+        if args.after is None:
+            after, after_tree = head(), ROOT
+        else:
+            after = unpack(args.after, after_tree)
+        sides = {"before": before_tree, "after": after_tree}
         runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
         for index in range(args.rounds):
             order = ["before", "after"] if index % 2 == 0 else ["after", "before"]
