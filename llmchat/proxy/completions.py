@@ -20,10 +20,11 @@ from .answers import Answer
 from .bodies import StreamBody, begin_stream
 from .client_exchange import ClientExchange, ExchangeContext
 from .outbound import client_json, utf8_size
+from .routing.keys import FORBIDDEN_TYPE, KEY_POLICY, refusal
 from .server.hangup import HangupWatch, client_socket
 from .upstream import Call, Failure, Upstream, client_message
 
-__all__ = ["DEFAULT_PING_INTERVAL", "Completions", "FaceOptions"]
+__all__ = ["DEFAULT_PING_INTERVAL", "Completions", "FaceOptions", "refused_model"]
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -118,7 +119,11 @@ class Completions:
     def start(
         self, exchange: ClientExchange, request: dict[str, Any]
     ) -> tuple[Response, HangupWatch] | list[bytes]:
-        """The live upstream Response, watched for a hang-up; or the answer to its failure."""
+        """The live upstream Response, watched for a hang-up; or the answer to its failure
+        (or to a model the client's key may not ask for: a 403 before any node is chosen)."""
+        forbidden = refused_model(exchange, request.get("model"))
+        if forbidden is not None:
+            return forbidden
         call = Call()
         watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
         try:
@@ -184,6 +189,16 @@ class Completions:
         response.cancel()
         count(exchange, response)
         return exchange.aborted()
+
+
+def refused_model(exchange: ClientExchange, model: object) -> list[bytes] | None:
+    """The 403 in the face's shape when the request's key policy may not ask for `model`
+    (the client's name for it), else None; a request with no named key is never refused."""
+    policy = exchange.environ.get(KEY_POLICY)
+    message = refusal(policy, model) if isinstance(model, str) else None
+    if message is None:
+        return None
+    return exchange.error(403, message, FORBIDDEN_TYPE)
 
 
 def count(exchange: ClientExchange, response: Response) -> None:

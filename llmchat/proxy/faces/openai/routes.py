@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ...bodies import STREAM_HEADERS
-from ...completions import Completions
+from ...completions import Completions, refused_model
 from ...router import Route, Router
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Relay
@@ -49,6 +49,9 @@ class OpenAIRoutes:
         usage event gets the model and whether it streamed."""
         body = exchange.read_json()
         exchange.event.stream = bool(body.get("stream"))
+        forbidden = refused_model(exchange, body.get("model"))
+        if forbidden is not None:
+            return forbidden
         return relay(self.upstream, exchange, "POST", "/chat/completions", exchange.body_bytes)
 
     def models(self, exchange: ClientExchange) -> Iterable[bytes]:
@@ -61,7 +64,10 @@ class OpenAIRoutes:
         Read whole first, like a chat body: the size limit holds, the body must be
         JSON and its ``model`` lands on the usage event.
         """
-        exchange.read_json()
+        body = exchange.read_json()
+        forbidden = refused_model(exchange, body.get("model"))
+        if forbidden is not None:
+            return forbidden
         return relay(self.upstream, exchange, "POST", "/embeddings", exchange.body_bytes)
 
 
