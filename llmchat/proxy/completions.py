@@ -20,11 +20,17 @@ from .answers import Answer
 from .bodies import StreamBody, begin_stream
 from .client_exchange import ClientExchange, ExchangeContext
 from .outbound import client_json, utf8_size
-from .routing.keys import FORBIDDEN_TYPE, KEY_POLICY, refusal
+from .routing.keys import FORBIDDEN_TYPE, KEY_POLICY, allows, refusal
 from .server.hangup import HangupWatch, client_socket
 from .upstream import Call, Failure, Upstream, client_message
 
-__all__ = ["DEFAULT_PING_INTERVAL", "Completions", "FaceOptions", "refused_model"]
+__all__ = [
+    "DEFAULT_PING_INTERVAL",
+    "Completions",
+    "FaceOptions",
+    "allowed_models",
+    "refused_model",
+]
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -199,6 +205,15 @@ def refused_model(exchange: ClientExchange, model: object) -> list[bytes] | None
     if message is None:
         return None
     return exchange.error(403, message, FORBIDDEN_TYPE)
+
+
+def allowed_models(exchange: ClientExchange, names: list[str]) -> list[str] | None:
+    """`names` the request's key policy allows, or None when no policy limits them
+    (no named key, or a key allowed every model): the model lists show only these."""
+    policy = exchange.environ.get(KEY_POLICY)
+    if policy is None or policy.models is None:
+        return None
+    return [name for name in names if allows(policy, name)]
 
 
 def count(exchange: ClientExchange, response: Response) -> None:

@@ -67,3 +67,16 @@ def test_without_keys_nothing_is_refused() -> None:
                 timeout=WAIT,
             )
             assert answer.status_code == 200
+
+
+def test_the_model_lists_show_what_the_key_allows() -> None:
+    with nodes("a") as (a,):
+        tiers = {name: [Tier("x", ("a",))] for name in ("local-coder", "big", "claude-haiku")}
+        routed = RoutedUpstream(config([node_config(a)], tiers))
+        with routed_proxy(routed, keys=KeyRing([ALICE, CI], ENV)) as (url, _):
+            alice = openai_client(url, "sk-alice-SECRET")
+            assert [m.id for m in alice.models.list()] == ["local-coder", "claude-haiku"]
+            ci = openai_client(url, "sk-ci-SECRET")
+            assert [m.id for m in ci.models.list()] == ["local-coder", "big", "claude-haiku"]
+            ollama = ollama_client(url, headers={"Authorization": "Bearer sk-alice-SECRET"})
+            assert [m.model for m in ollama.list().models] == ["local-coder", "claude-haiku"]

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ...bodies import STREAM_HEADERS
-from ...completions import Completions, refused_model
+from ...completions import Completions, allowed_models, refused_model
 from ...router import Route, Router
+from ...routing.relayed import model_list
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Relay
 from .relay_body import RelayBody
@@ -55,7 +56,11 @@ class OpenAIRoutes:
         return relay(self.upstream, exchange, "POST", "/chat/completions", exchange.body_bytes)
 
     def models(self, exchange: ClientExchange) -> Iterable[bytes]:
-        """``GET /v1/models``."""
+        """``GET /v1/models``: under a key policy that limits models, the allowed aliases."""
+        names = getattr(self.upstream, "model_names", None)
+        allowed = allowed_models(exchange, names()) if callable(names) else None
+        if allowed is not None:
+            return exchange.json(200, model_list(allowed))
         return relay(self.upstream, exchange, "GET", "/models", None)
 
     def embeddings(self, exchange: ClientExchange) -> Iterable[bytes]:
