@@ -51,7 +51,7 @@ from .admission import Busy, PlannedTier, Slot, admit, retryable
 from .choice import prefix_key
 from .config import RoutingConfig
 from .ejections import BACKOFF_BASE, BACKOFF_CAP
-from .health import DEFAULT_INTERVAL, HealthMonitor, health_report
+from .health import HealthMonitor, health_report
 from .nodes import NodeState
 from .relayed import relay_routed
 from .table import Route, RouteTable, unknown_model
@@ -88,7 +88,6 @@ class RoutedUpstream:
         *,
         clock: Callable[[], float] = time.monotonic,
         environ: Mapping[str, str] | None = None,
-        health_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         self._clock = clock
         self._environ = environ
@@ -96,7 +95,9 @@ class RoutedUpstream:
         self._reload_lock = threading.Lock()
         self._tables = self._build(config, {})
         self.health = HealthMonitor(
-            list(self._tables.nodes.values()), interval=health_interval, clock=clock
+            list(self._tables.nodes.values()),
+            interval=config.routing.health_interval_s,
+            clock=clock,
         )
         """The nodes' one ejection policy; its probing thread starts with `start_health`."""
         self._probe_on_use = False
@@ -124,6 +125,7 @@ class RoutedUpstream:
         """Route new requests by `config`; in-flight ones finish where they started."""
         with self._reload_lock:
             self._tables = self._build(config, self._tables.nodes)
+            self.health.interval = config.routing.health_interval_s
             self.health.set_targets(list(self._tables.nodes.values()))
 
     def start_health(self) -> None:

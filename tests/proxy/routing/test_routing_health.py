@@ -6,6 +6,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from typing import Any
 
 from llmchat.proxy.routing.config import Tier
@@ -81,8 +82,11 @@ def test_no_eligible_node_is_a_degraded_health_answer() -> None:
 def test_reload_moves_the_monitor_to_the_new_nodes() -> None:
     with nodes("a", "b") as (a, b):
         routed = RoutedUpstream(config([node_config(a)], {"m": [Tier("x", ("a",))]}))
-        routed.reload(config([node_config(a), node_config(b)], {"m": [Tier("x", ("a", "b"))]}))
+        assert routed.health.interval == 5.0
+        again = config([node_config(a), node_config(b)], {"m": [Tier("x", ("a", "b"))]})
+        routed.reload(replace(again, routing=replace(again.routing, health_interval_s=0.5)))
         assert [t.name for t in routed.health.targets] == ["a", "b"]
+        assert routed.health.interval == 0.5
         assert set(routed.health.probe_now()) == {"a", "b"}
         routed.close()
 
