@@ -148,6 +148,12 @@ class HealthMonitor:
             self._thread = threading.Thread(target=self._run, name="llmchat-health", daemon=True)
         self._thread.start()
 
+    @property
+    def probing(self) -> bool:
+        """Whether the probing thread runs (started and not closed)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stop.is_set()
+
     def close(self, timeout: float | None = None) -> None:
         """Stop the thread: its wait ends at once, a probe in flight within its own deadline."""
         self._stop.set()

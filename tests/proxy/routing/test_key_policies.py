@@ -45,12 +45,18 @@ def test_a_model_outside_the_key_policy_is_a_403_in_every_face() -> None:
                     model="big", max_tokens=10, messages=MESSAGES
                 )
             assert in_anthropic.value.body["type"] == "error"  # the Anthropic shape
+            with pytest.raises(anthropic.PermissionDeniedError):
+                anthropic_client(url, "sk-alice-SECRET").messages.create(
+                    model="big", max_tokens=10, messages=MESSAGES, stream=True
+                )
+            with pytest.raises(openai.PermissionDeniedError):
+                alice.responses.create(model="big", input="hi")
             ollama = ollama_client(url, headers={"Authorization": "Bearer sk-alice-SECRET"})
             with pytest.raises(Exception) as in_ollama:
                 ollama.chat(model="big", messages=MESSAGES)
             assert getattr(in_ollama.value, "status_code", None) == 403
             assert a.chats == 0  # refused before any node was chosen
-            events = sink.wait(5)
+            events = sink.wait(7)
             assert {(e["key_id"], e["error_type"]) for e in events} == {("alice", "forbidden")}
             # What the policy allows, and another key's all-models policy, are served.
             assert chat(alice, "local-coder").headers["x-llmchat-node"] == "a"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from dataclasses import replace
@@ -91,16 +90,13 @@ def test_reload_moves_the_monitor_to_the_new_nodes() -> None:
         routed.close()
 
 
-def _probing() -> bool:
-    return any(t.name == "llmchat-health" for t in threading.enumerate())
+def test_the_cli_upstream_probes_from_its_first_use() -> None:
+    from llmchat.cli.routed import routed_upstream
 
-
-def test_probing_starts_at_first_use_not_at_construction() -> None:
     with nodes("a") as (a,):
-        routed = RoutedUpstream(config([node_config(a)], {"m": [Tier("x", ("a",))]}))
-        routed.health_on_first_use()
-        assert routed.health.targets and not _probing()  # a process that forks has no thread
+        routed = routed_upstream(config([node_config(a)], {"m": [Tier("x", ("a",))]}))
+        assert not routed.health.probing
         with routed_proxy(routed) as (url, _):
-            assert get_health(url)[0] == 200
-            assert _probing()
-        assert not _probing()  # close() stopped it
+            assert chat(openai_client(url), "m").headers["x-llmchat-node"] == "a"
+            assert routed.health.probing
+        assert not routed.health.probing  # close() stopped it
