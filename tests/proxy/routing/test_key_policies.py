@@ -55,8 +55,11 @@ def test_a_model_outside_the_key_policy_is_a_403_in_every_face() -> None:
             with pytest.raises(Exception) as in_ollama:
                 ollama.chat(model="big", messages=MESSAGES)
             assert getattr(in_ollama.value, "status_code", None) == 403
+            with pytest.raises(Exception) as in_ollama_embed:
+                ollama.embed(model="big", input="hi")
+            assert getattr(in_ollama_embed.value, "status_code", None) == 403
             assert a.chats == 0  # refused before any node was chosen
-            events = sink.wait(7)
+            events = sink.wait(8)
             assert {(e["key_id"], e["error_type"]) for e in events} == {("alice", "forbidden")}
             # What the policy allows, and another key's all-models policy, are served.
             assert chat(alice, "local-coder").headers["x-llmchat-node"] == "a"

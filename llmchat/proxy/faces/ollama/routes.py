@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ....errors import InvalidArgumentError
-from ...completions import Completions, allowed_models
+from ...completions import Completions, allowed_models, refused_model
 from ...embeddings import Embeddings, fetch_embeddings
 from ...outbound import client_json
 from ...relay import Relay
@@ -173,6 +173,9 @@ class OllamaRoutes:
         self, exchange: ClientExchange, request: dict[str, Any]
     ) -> Embeddings | list[bytes]:
         """The upstream's vectors for `request`, or the error answer already written."""
+        forbidden = refused_model(exchange, request.get("model"))
+        if forbidden is not None:
+            return forbidden
         if not request["input"]:
             return Embeddings([], 0, None)  # Ollama's "load the model" call: nothing to embed
         relay = Relay()
