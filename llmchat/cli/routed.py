@@ -60,7 +60,9 @@ def routed_upstream(config: RoutingConfig) -> Any:
     """The routed upstream for `config` (`llmchat.proxy.routing.RoutedUpstream`)."""
     from ..proxy import routing
 
-    return routing.RoutedUpstream(config)
+    routed = routing.RoutedUpstream(config)
+    routed.health_on_first_use()  # a gunicorn worker's own prober, after its fork
+    return routed
 
 
 def routed_app(args: argparse.Namespace, loaded: Loaded) -> tuple[Any, Any]:

@@ -20,10 +20,17 @@ from .answers import Answer
 from .bodies import StreamBody, begin_stream
 from .client_exchange import ClientExchange, ExchangeContext
 from .outbound import client_json, utf8_size
+from .routing.keys import FORBIDDEN_TYPE, KEY_POLICY, allows, refusal
 from .server.hangup import HangupWatch, client_socket
 from .upstream import Call, Failure, Upstream, client_message
 
-__all__ = ["DEFAULT_PING_INTERVAL", "Completions", "FaceOptions"]
+__all__ = [
+    "DEFAULT_PING_INTERVAL",
+    "Completions",
+    "FaceOptions",
+    "allowed_models",
+    "refused_model",
+]
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -118,7 +125,11 @@ class Completions:
     def start(
         self, exchange: ClientExchange, request: dict[str, Any]
     ) -> tuple[Response, HangupWatch] | list[bytes]:
-        """The live upstream Response, watched for a hang-up; or the answer to its failure."""
+        """The live upstream Response, watched for a hang-up; or the answer to its failure
+        (or to a model the client's key may not ask for: a 403 before any node is chosen)."""
+        forbidden = refused_model(exchange, request.get("model"))
+        if forbidden is not None:
+            return forbidden
         call = Call()
         watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
         try:
@@ -184,6 +195,25 @@ class Completions:
         response.cancel()
         count(exchange, response)
         return exchange.aborted()
+
+
+def refused_model(exchange: ClientExchange, model: object) -> list[bytes] | None:
+    """The 403 in the face's shape when the request's key policy may not ask for `model`
+    (the client's name for it), else None; a request with no named key is never refused."""
+    policy = exchange.environ.get(KEY_POLICY)
+    message = refusal(policy, model) if isinstance(model, str) else None
+    if message is None:
+        return None
+    return exchange.error(403, message, FORBIDDEN_TYPE)
+
+
+def allowed_models(exchange: ClientExchange, names: list[str]) -> list[str] | None:
+    """`names` the request's key policy allows, or None when no policy limits them
+    (no named key, or a key allowed every model): the model lists show only these."""
+    policy = exchange.environ.get(KEY_POLICY)
+    if policy is None or policy.models is None:
+        return None
+    return [name for name in names if allows(policy, name)]
 
 
 def count(exchange: ClientExchange, response: Response) -> None:

@@ -95,6 +95,8 @@ class RoutingOptions:
     """How long a request waits for an admitted slot before the next tier (or a 429)."""
     affinity: str = "prefix"
     """``prefix``: a conversation's turns go to the node holding its prefix; ``none``."""
+    health_interval_s: float = 5.0
+    """Seconds between two health probes of a node."""
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,8 @@ def _schema_messages(error: ValidationError) -> Iterator[str]:
         yield f"{where}: expected {wanted}, got {_kind(value)}"
     elif kind == "minimum":
         yield f"{where}: must be >= {expected}, got {value!r}"
+    elif kind == "exclusiveMinimum":
+        yield f"{where}: must be > {expected}, got {value!r}"
     elif kind in ("minItems", "minProperties"):
         yield f"{where}: must not be empty"
     elif kind == "minLength":

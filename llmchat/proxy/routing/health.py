@@ -148,6 +148,12 @@ class HealthMonitor:
             self._thread = threading.Thread(target=self._run, name="llmchat-health", daemon=True)
         self._thread.start()
 
+    @property
+    def probing(self) -> bool:
+        """Whether the probing thread runs (started and not closed)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stop.is_set()
+
     def close(self, timeout: float | None = None) -> None:
         """Stop the thread: its wait ends at once, a probe in flight within its own deadline."""
         self._stop.set()
@@ -192,29 +198,41 @@ class HealthMonitor:
         """A request to `target` failed with `error_class` (and HTTP `status`): eject it?
 
         Ejects (and returns True) when `ejections.ejects` says the failure is
-        the node's and the node is not out already: many requests failing at
-        once on a dying node are one ejection. A client's failure (a 400) or
-        a cancel never ejects. The node is probed again when its back-off ends.
+        the node's and the node is not out already (a failure after its
+        back-off, before a probe readmitted it, ejects it again for longer):
+        many requests failing at once on a dying node are one ejection. A
+        client's failure (a 400) or a cancel never ejects. The node is
+        probed again when its back-off ends.
         """
         if not ejects(error_class, status):
             return False
         shown = f"HTTP {status}" if error_class == "http" and status is not None else error_class
         with self._lock:
             watch = self._watches.get(id(target))
-            if watch is None or watch.backoff.ejected:
-                return False
             now = self._clock()
+            if watch is None or (watch.backoff.ejected and not watch.backoff.may_readmit(now)):
+                return False
             watch.failures += 1
             self._eject(watch, now, f"a request failed ({shown})")
         self._wake.set()
         return True
 
     def note_success(self, target: HealthTarget) -> None:
-        """A request to `target` succeeded: its next back-off starts at the base again."""
+        """A request to `target` succeeded: its next back-off starts at the base again.
+
+        A request the routing sent after the back-off (the node is eligible
+        again by then) readmits the node as a successful probe would.
+        """
         with self._lock:
             watch = self._watches.get(id(target))
-            if watch is not None and not watch.backoff.ejected:
-                watch.backoff.served()
+            if watch is None:
+                return
+            if watch.backoff.ejected:
+                if not watch.backoff.may_readmit(self._clock()):
+                    return
+                watch.backoff.readmit()
+                target.readmit()
+            watch.backoff.served()
 
     # -- probing ----------------------------------------------------------------
 

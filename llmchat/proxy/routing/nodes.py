@@ -191,6 +191,7 @@ class NodeState:
                 "name": self.name,
                 "dialect": self.dialect,
                 "state": state,
+                "eligible": self.eligible(now),
                 "inflight": self.inflight,
                 "max_conns": self.max_conns,
                 "weight": self.weight,

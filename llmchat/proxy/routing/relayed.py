@@ -29,7 +29,7 @@ from .table import unknown_model
 if TYPE_CHECKING:
     from .upstream import RoutedUpstream
 
-__all__ = ["relay_routed"]
+__all__ = ["model_list", "relay_routed"]
 
 
 class _Listing:
@@ -56,16 +56,20 @@ def _body(data: bytes | None) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+def model_list(names: list[str]) -> dict[str, Any]:
+    """OpenAI's ``GET /models`` answer naming `names` (the proxy's own listing)."""
+    listing = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "llmchat"} for name in names
+    ]
+    return {"object": "list", "data": listing}
+
+
 def relay_routed(
     router: RoutedUpstream, relay: Relay, method: str, path: str, data: bytes | None
 ) -> None:
     """Open `method path` on the node the body's model routes to, into `relay`."""
     if method == "GET" and path == "/models":
-        listing = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "llmchat"}
-            for name in router.model_names()
-        ]
-        relay.http = _Listing(wire_json.encode_data({"object": "list", "data": listing}))
+        relay.http = _Listing(wire_json.encode_data(model_list(router.model_names())))
         return
     body = _body(data)
     model = body.get("model") if body is not None else None

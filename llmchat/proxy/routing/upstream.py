@@ -14,10 +14,15 @@ face's 404; no slot in time on any tier is a 429 with ``retry-after``; no
 eligible node at all is a 503 with it.
 
 The slot is held until the node's Response settles (streams included; a
-cancel too) and released once. A node that fails (connection, timeout, a 5xx
-but 503: loading or shedding load is the prober's to judge) is ejected for a
-back-off (`PASSIVE_BACKOFF`, doubling to `MAX_BACKOFF`) and readmitted by its
-next success after it, or by the health prober (`on_failure` is its hook).
+cancel too) and released once. One ejection policy, the `health` monitor's
+(`ejections`): a node that fails a request (`ejections.ejects`, but a 503:
+loading or shedding load is the prober's to judge) is ejected for a back-off
+(`PASSIVE_BACKOFF`, doubling to `MAX_BACKOFF`). After the back-off it is
+eligible again for routing, and readmitted (its back-off cleared) by the
+first probe that succeeds or by a request that starts on it, whichever
+comes first; a failure then ejects it for twice as long. `start_health()`
+starts the probing thread (after a fork, never at construction); without it
+the passive rules alone apply. `health_report()` is ``GET /health``'s answer.
 
 Metadata routes (`model_names` aside: the aliases), the token count, the side
 requests and the OpenAI face's byte relay go to the *metadata node*: the first
@@ -45,6 +50,8 @@ from ..upstream import Call, Upstream
 from .admission import Busy, PlannedTier, Slot, admit, retryable
 from .choice import prefix_key
 from .config import RoutingConfig
+from .ejections import BACKOFF_BASE, BACKOFF_CAP
+from .health import HealthMonitor, health_report
 from .nodes import NodeState
 from .relayed import relay_routed
 from .table import Route, RouteTable, unknown_model
@@ -53,10 +60,10 @@ __all__ = ["MAX_BACKOFF", "PASSIVE_BACKOFF", "RoutedUpstream", "Tables"]
 
 log = logging.getLogger("llmchat.proxy")
 
-PASSIVE_BACKOFF: Final = 5.0
+PASSIVE_BACKOFF: Final = BACKOFF_BASE
 """Seconds a node that failed a request is ejected for, the first time."""
-MAX_BACKOFF: Final = 60.0
-"""The longest passive ejection (each failure in a row doubles it)."""
+MAX_BACKOFF: Final = BACKOFF_CAP
+"""The longest ejection (each failure in a row doubles it)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,13 @@ class RoutedUpstream:
         self._lock = threading.Condition()
         self._reload_lock = threading.Lock()
         self._tables = self._build(config, {})
+        self.health = HealthMonitor(
+            list(self._tables.nodes.values()),
+            interval=config.routing.health_interval_s,
+            clock=clock,
+        )
+        """The nodes' one ejection policy; its probing thread starts with `start_health`."""
+        self._probe_on_use = False
 
     def __repr__(self) -> str:
         tables = self._tables
@@ -111,6 +125,32 @@ class RoutedUpstream:
         """Route new requests by `config`; in-flight ones finish where they started."""
         with self._reload_lock:
             self._tables = self._build(config, self._tables.nodes)
+            self.health.interval = config.routing.health_interval_s
+            self.health.set_targets(list(self._tables.nodes.values()))
+
+    def start_health(self) -> None:
+        """Start probing the nodes on a daemon thread (once; after any fork)."""
+        self.health.start()
+
+    def health_on_first_use(self) -> None:
+        """Start probing at the first request or ``/health`` (in a worker: after its fork)."""
+        self._probe_on_use = True
+
+    def _used(self) -> None:
+        if self._probe_on_use:
+            self._probe_on_use = False
+            self.health.start()
+
+    def health_report(self) -> dict[str, Any]:
+        """``GET /health``'s answer: every node with the monitor's view, and the live config."""
+        self._used()
+        tables = self._tables
+        return health_report(
+            tables.nodes.values(),
+            config_source=tables.config.source,
+            config_digest=tables.config.digest,
+            monitor=self.health,
+        )
 
     def _build(self, config: RoutingConfig, old: Mapping[str, NodeState]) -> Tables:
         nodes: dict[str, NodeState] = {}
@@ -131,7 +171,8 @@ class RoutedUpstream:
         return Tables(config, RouteTable(config.models), plans, nodes)
 
     def close(self) -> None:
-        """Close every node's backend (its connection pool)."""
+        """Stop the health probes and close every node's backend (its connection pool)."""
+        self.health.close()
         for node in self._tables.nodes.values():
             node.backend.close()
 
@@ -147,6 +188,7 @@ class RoutedUpstream:
         Returns after the node's first chunk or its settle; `call` says which
         node, tier and alias served it.
         """
+        self._used()
         tables = self._tables
         model = body.get("model")
         route = tables.table.resolve(model) if isinstance(model, str) else None
@@ -246,19 +288,15 @@ class RoutedUpstream:
     # -- passive health -----------------------------------------------------
 
     def on_failure(self, node: NodeState, error_class: str, status: int | None = None) -> None:
-        """A request failed on `node`: eject it for a doubling back-off when the node is at
-        fault (connection, timeout, a 5xx but llama-server's 503 while loading)."""
-        if error_class == "http" and (status is None or status < 500 or status == 503):
-            return  # the request's fault, or a node loading / shedding load: not ejected
-        seconds = min(MAX_BACKOFF, max(PASSIVE_BACKOFF, node.backoff * 2))
-        what = f"HTTP {status}" if error_class == "http" else error_class
-        log.warning("node %s ejected for %gs after a failed request (%s)", node.name, seconds, what)
-        node.eject(seconds, f"failed a request ({what})")
+        """A request failed on `node`: the monitor ejects it when the node is at fault
+        (`ejections.ejects`); a 503 (loading or shedding load) is left to the prober."""
+        if error_class == "http" and status == 503:
+            return
+        self.health.note_failure(node, error_class, status)
 
     def on_success(self, node: NodeState) -> None:
-        """A request started on `node`: a back-off from earlier failures is over."""
-        if node.backoff:
-            node.readmit()
+        """A request started on `node`: its back-off, if over, ends (the monitor readmits it)."""
+        self.health.note_success(node)
 
     # -- what the metadata routes ask ---------------------------------------
 
@@ -318,4 +356,5 @@ class RoutedUpstream:
 
     def relay(self, relay: Relay, method: str, path: str, data: bytes | None) -> None:
         """The OpenAI face's byte relay, routed by the body's model (`relayed`)."""
+        self._used()
         relay_routed(self, relay, method, path, data)

@@ -165,6 +165,7 @@ def test_unknown_keys_are_refused_everywhere_and_say_so() -> None:
         (("nodes", 0, "weight"), 1.5, "nodes[0].weight: expected an integer, got a number"),
         (("models", "fast", 1, "wait_ms"), -1, "models.fast[1].wait_ms: must be >= 0, got -1"),
         (("routing", "wait_timeout_ms"), -5, "routing.wait_timeout_ms: must be >= 0, got -5"),
+        (("routing", "health_interval_s"), 0, "routing.health_interval_s: must be > 0, got 0"),
         (
             ("routing", "affinity"),
             "sticky",

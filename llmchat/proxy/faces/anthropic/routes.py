@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ....errors import InvalidArgumentError, InvalidTypeError
 from ....tokens import TokenizerError
 from ...bodies import begin_stream
-from ...completions import DEFAULT_PING_INTERVAL, Completions
+from ...completions import DEFAULT_PING_INTERVAL, Completions, refused_model
 from ...router import Route, Router
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Call, Failure
@@ -169,6 +169,9 @@ class AnthropicRoutes:
     ) -> Iterable[bytes]:
         completions = self.completions
         exchange.event.stream = True
+        forbidden = refused_model(exchange, request.get("model"))
+        if forbidden is not None:  # before an `Inference` chain's thread, too
+            return forbidden
         answer.redactor = completions.upstream.redactor()
         if completions.upstream.inference is None:
             watched = completions.start(exchange, request)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ....errors import InvalidArgumentError
-from ...completions import Completions
+from ...completions import Completions, allowed_models, refused_model
 from ...embeddings import Embeddings, fetch_embeddings
 from ...outbound import client_json
 from ...relay import Relay
@@ -84,6 +84,9 @@ class OllamaRoutes:
             names = self.upstream.model_names()
         except UpstreamUnavailable:
             return exchange.error(502, client_message("connection", None), "connection")
+        allowed = allowed_models(exchange, names)
+        if allowed is not None:
+            names = allowed
         return exchange.json(200, shape(names))
 
     def show(self, exchange: ClientExchange) -> list[bytes]:
@@ -170,6 +173,9 @@ class OllamaRoutes:
         self, exchange: ClientExchange, request: dict[str, Any]
     ) -> Embeddings | list[bytes]:
         """The upstream's vectors for `request`, or the error answer already written."""
+        forbidden = refused_model(exchange, request.get("model"))
+        if forbidden is not None:
+            return forbidden
         if not request["input"]:
             return Embeddings([], 0, None)  # Ollama's "load the model" call: nothing to embed
         relay = Relay()

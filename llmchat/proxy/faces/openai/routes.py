@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ...bodies import STREAM_HEADERS
-from ...completions import Completions
+from ...completions import Completions, allowed_models, refused_model
 from ...router import Route, Router
+from ...routing.relayed import model_list
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Relay
 from .relay_body import RelayBody
@@ -49,10 +50,17 @@ class OpenAIRoutes:
         usage event gets the model and whether it streamed."""
         body = exchange.read_json()
         exchange.event.stream = bool(body.get("stream"))
+        forbidden = refused_model(exchange, body.get("model"))
+        if forbidden is not None:
+            return forbidden
         return relay(self.upstream, exchange, "POST", "/chat/completions", exchange.body_bytes)
 
     def models(self, exchange: ClientExchange) -> Iterable[bytes]:
-        """``GET /v1/models``."""
+        """``GET /v1/models``: under a key policy that limits models, the allowed aliases."""
+        names = getattr(self.upstream, "model_names", None)
+        allowed = allowed_models(exchange, names()) if callable(names) else None
+        if allowed is not None:
+            return exchange.json(200, model_list(allowed))
         return relay(self.upstream, exchange, "GET", "/models", None)
 
     def embeddings(self, exchange: ClientExchange) -> Iterable[bytes]:
@@ -61,7 +69,10 @@ class OpenAIRoutes:
         Read whole first, like a chat body: the size limit holds, the body must be
         JSON and its ``model`` lands on the usage event.
         """
-        exchange.read_json()
+        body = exchange.read_json()
+        forbidden = refused_model(exchange, body.get("model"))
+        if forbidden is not None:
+            return forbidden
         return relay(self.upstream, exchange, "POST", "/embeddings", exchange.body_bytes)
 
 
