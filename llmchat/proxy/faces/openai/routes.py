@@ -16,7 +16,7 @@ from ...completions import Completions, allowed_models, refused_model
 from ...router import Route, Router
 from ...routing.relayed import model_list
 from ...server.hangup import HangupWatch, client_socket
-from ...upstream import Relay
+from ...upstream import Relay, UpstreamUnavailable, client_message
 from .relay_body import RelayBody
 from .relay_meter import RelayMeter
 
@@ -57,9 +57,15 @@ class OpenAIRoutes:
 
     def models(self, exchange: ClientExchange) -> Iterable[bytes]:
         """``GET /v1/models``: under a key policy that limits models, the allowed aliases."""
+        # Without a policy that limits models the upstream's own list is relayed as
+        # it is (and its failure answered as a relay failure): the names are asked
+        # for only when they are to be filtered.
         names = getattr(self.upstream, "model_names", None)
-        allowed = allowed_models(exchange, names()) if callable(names) else None
-        if allowed is not None:
+        if callable(names) and allowed_models(exchange, []) is not None:
+            try:
+                allowed = allowed_models(exchange, names()) or []
+            except UpstreamUnavailable:
+                return exchange.error(502, client_message("connection", None), "connection")
             return exchange.json(200, model_list(allowed))
         return relay(self.upstream, exchange, "GET", "/models", None)
 
