@@ -382,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         kill_lock = threading.Lock()
         fail_turns, fail_conversations, fail_tokens = 8, 8, 24
 
+        exited_at: list[float] = []
+
+        def note_exit() -> None:
+            nodes[victim_index].process.wait(120)
+            exited_at.append(time.perf_counter())
+
         def on_answer(outcome: Outcome) -> None:
             nonlocal answered
             with kill_lock:
@@ -389,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
                 if answered == fail_conversations * 2 and not killed_at:
                     killed_at.append(time.perf_counter())
                     nodes[victim_index].process.terminate()
+                    threading.Thread(target=note_exit, daemon=True).start()
 
         run = conversations(prefix.url, fail_conversations, fail_turns, fail_tokens, 999, on_answer)
         nodes[victim_index].process.wait(10)
@@ -416,6 +423,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         served_twice = max(0, round(predicted) - delivered)
         after_kill = [o for o in run if o.ended > kill]
+        for o in run:
+            if o.kind != "answered":
+                print(
+                    f"  {o.kind}: conversation {o.conversation} turn {o.turn} node {o.node!r} "
+                    f"started {o.started - kill:+.3f} s, ended {o.ended - kill:+.3f} s "
+                    f"after the kill: {o.error}"
+                )
         print(
             f"failover {counts} retried={len(retried)} moved={moved[:3]} "
             f"predicted={predicted} delivered={delivered}"
@@ -459,6 +473,16 @@ def main(argv: list[str] | None = None) -> int:
         ["one-upstream proxy (`OpenAICommon`)", f"{p50d:,.0f}", f"{p99d:,.0f}"],
         ["routed minus one-upstream", f"{p50r - p50d:+,.0f}", f"{p99r - p99d:+,.0f}"],
     ]
+    lost = [o for o in run if o.kind == "lost"]
+    lost_note = (
+        "; ".join(
+            f"started {o.started - kill:+.2f} s from the kill, no status line after "
+            f"{o.ended - o.started:.0f} s ({o.error.split(':')[0]})"
+            for o in lost
+        )
+        if lost
+        else ""
+    )
     first_moved = f"{moved[0] * 1e3:,.0f} ms" if moved else "none of its conversations came back"
     failover_rows = [
         ["requests", f"{len(run)}", f"{fail_conversations} conversations x {fail_turns} turns"],
@@ -470,7 +494,12 @@ def main(argv: list[str] | None = None) -> int:
         ],
         ["failed in-band (after the first byte)", f"{counts['in-band']}", ""],
         ["refused (an HTTP error, no node answered)", f"{counts['refused']}", ""],
-        ["lost (no outcome)", f"{counts['lost']}", ""],
+        ["lost (no outcome)", f"{counts['lost']}", lost_note],
+        [
+            "the killed process exited (after SIGTERM)",
+            f"{(exited_at[0] - kill) * 1e3:,.0f} ms" if exited_at else "not within 120 s",
+            "until then it may hold a request's connection open without answering",
+        ],
         [
             "served twice",
             f"{served_twice}",
@@ -520,7 +549,10 @@ def main(argv: list[str] | None = None) -> int:
             f"prompt tokens one node alone reused on the same workload ({of_single('queued')} "
             f"with `max_conns: 4`, {of_single('none')} with `affinity: none`; the issue's goal: "
             "at least 90%). A conversation goes to its rendezvous node while that node has a free "
-            "`max_conns` slot, else to the least-loaded node, where its prefix is not cached.",
+            "`max_conns` slot, else to the least-loaded node, where its prefix is not cached. "
+            "The prefill ms are llama-server's own, summed; with three servers on two shared "
+            "cores they measure CPU contention as much as tokens evaluated: read the token "
+            "counts first.",
             f"**2. A routing decision's latency.** A short blocking request (`max_tokens` 1) "
             f"through a one-node routed proxy against the one-upstream proxy over the same "
             f"llama-server, {args.short_rounds} of each, interleaved; µs per request.",
