@@ -42,6 +42,8 @@ from _report import BENCHMARKS_MD, ROOT, stamp, table, write_section
 
 SECTION = "Routing over real llama-servers"
 MODEL = "tiny"
+CLIENT_TIMEOUT = 150.0
+"""The client's read timeout: longer than the proxy's 60 s `headers` timeout to a node."""
 FIRST_WORDS = 160
 """Words of a conversation's first user turn."""
 WORDS = (
@@ -162,7 +164,7 @@ def request(
     outcome.started = time.perf_counter()
     try:
         with session.post(
-            f"{url}/v1/chat/completions", json=body, stream=True, timeout=60
+            f"{url}/v1/chat/completions", json=body, stream=True, timeout=CLIENT_TIMEOUT
         ) as reply:
             outcome.status = reply.status_code
             outcome.node = reply.headers.get("x-llmchat-node", "")
