@@ -26,6 +26,8 @@ SCRIPTS = (
     "bench_proxy_load.py",  # several minutes; LiteLLM's proxy needs the bench extra
     "bench_memory.py",
     "bench_stalled.py",
+    "bench_routing.py",
+    "bench_routing_real.py",  # three real llama-servers behind the routed proxy (the "real" extra)
     "bench_before_after.py",  # this tree against the commit before the restructure (git)
     "bench_real_llamacpp.py",  # needs the "real" extra; says so and fails alone without it
 )
