@@ -128,18 +128,32 @@ def test_a_smaller_limit_after_a_reload_takes_only_the_indexes_below_it() -> Non
 
 
 class Held:
-    """Per-message gates at a node: a chat whose text names a gate waits for it."""
+    """Per-message gates at a node: a chat whose text names a gate waits for it.
+
+    `peak` counts chats inside at once (the node's own `peak` counts its probes too).
+    """
 
     def __init__(self, node: Node) -> None:
+        self.node = node
         self.gates: dict[str, threading.Event] = {}
+        self.lock = threading.Lock()
+        self.inside = 0
+        self.peak = 0
         node.override = self._hold
 
-    def _hold(self, request: RecordedRequest) -> Reply | None:
-        text = request.json()["messages"][-1]["content"]
-        gate = self.gates.get(text)
-        if gate is not None:
-            gate.wait(WAIT)
-        return None
+    def _hold(self, request: RecordedRequest) -> Reply:
+        with self.lock:
+            self.inside += 1
+            self.peak = max(self.peak, self.inside)
+        try:
+            gate = self.gates.get(request.json()["messages"][-1]["content"])
+            if gate is not None:
+                gate.wait(WAIT)
+            reply: Reply = self.node.responder(request)
+            return reply
+        finally:
+            with self.lock:
+                self.inside -= 1
 
     def gate(self, text: str) -> threading.Event:
         self.gates[text] = threading.Event()
@@ -189,7 +203,7 @@ def test_two_workers_sharing_a_ledger_never_exceed_max_conns(ledger: SlotLedger)
             for thread in threads:
                 thread.join(WAIT)
         assert out == {"r1": 200, "r2": 200, "r3": 429, "r4": 429}
-        assert a.peak == 2 and a.chats == 2
+        assert held.peak == 2 and a.chats == 2
 
 
 def test_a_release_in_another_worker_admits_a_waiting_request(ledger: SlotLedger) -> None:
@@ -208,12 +222,12 @@ def test_a_release_in_another_worker_admits_a_waiting_request(ledger: SlotLedger
             gates[1].set()  # the other worker's request ends: nothing notifies this one
             assert a.entered.acquire(timeout=WAIT)  # r3 found the slot by looking again
             threads[1].join(WAIT)
-            assert a.peak == 2
+            assert held.peak == 2
             gates[0].set()
             for thread in (*threads, waiting):
                 thread.join(WAIT)
         assert out == {"r1": 200, "r2": 200, "r3": 200}
-        assert a.peak == 2 and a.chats == 3
+        assert held.peak == 2 and a.chats == 3
 
 
 # -- id_slot --------------------------------------------------------------------
