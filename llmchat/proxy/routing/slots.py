@@ -48,7 +48,11 @@ def slot_order(key: int, indexes: Iterable[int]) -> list[int]:
     same slot for one conversation, and a held slot moves only its own
     conversations to their next choice.
     """
-    return sorted(indexes, key=lambda index: hash((key, index)) & _MASK, reverse=True)
+    return sorted(indexes, key=lambda index: _rank(key, index), reverse=True)
+
+
+def _rank(key: int, index: int) -> int:
+    return hash((key, index)) & _MASK
 
 
 class SlotLedger:
@@ -130,10 +134,16 @@ class NodeSlots:
         the lowest free one. None when every free one here is held by another process
         (or none is free here)."""
         held = self._held
+        ledger = self._ledger
         free = [index for index in range(limit) if index not in held]
+        if ledger is None:  # one process: the first choice is free, nothing else to try
+            if not free:
+                return None
+            index = free[0] if key is None else max(free, key=lambda i: _rank(key, i))
+            held[index] = None
+            return index
         if key is not None and len(free) > 1:
             free = slot_order(key, free)
-        ledger = self._ledger
         for index in free:
             if ledger is None:
                 held[index] = None
