@@ -119,10 +119,7 @@ def markdown(result: dict[str, Any]) -> str:
         )
     lines = [table(["", "count", "of"], rows), ""]
     cache_rows = []
-    labels = {
-        "prefix": "`affinity: prefix` (id_slot sent)",
-        "none": "`affinity: none` (no id_slot)",
-    }
+    labels = {"prefix": "`affinity: prefix`", "none": "`affinity: none`"}
     for name, mode in modes.items():
         cache = mode["cache"]
         cache_rows.append(
@@ -204,12 +201,15 @@ def counting_passthrough(target_root: str, counter: InFlight) -> ThreadingHTTPSe
 class WorkersProxy:
     """``llmchat proxy --config F --workers 2 --threads 16`` in a subprocess."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, root: Path = ROOT) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCHAT_")}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "llmchat", "proxy", "--config", str(config)]
         command += ["--port", "0", "--workers", "2", "--threads", "16"]
-        self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        # cwd: ``-m`` puts it first on sys.path, ahead of PYTHONPATH.
+        self.process = subprocess.Popen(
+            command, stderr=subprocess.PIPE, text=True, env=env, cwd=root
+        )
         self.url = ""
         ready = threading.Event()
 
@@ -267,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     for flag, default, what in _COUNTS:
         parser.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
     parser.add_argument("--out", type=Path, help="write the result as JSON here")
+    parser.add_argument(
+        "--proxy-root",
+        type=Path,
+        default=ROOT,
+        help="the llmchat checkout the proxy runs from (another one: a before/after figure)",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -285,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             for affinity in ("prefix", "none"):
                 config = work / f"routes-{affinity}.yaml"
                 config.write_text(config_text(node_url, affinity))
-                proxy = WorkersProxy(config)
+                proxy = WorkersProxy(config, args.proxy_root)
                 try:
                     warm(proxy.url, 8)
                     seed += 1
@@ -303,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     result["slot_selections"] = slot_selections(node.log_path.read_text(errors="replace"))
     result["setup"] = {
         "node": "1 llama-server, the tiny model, -np 2 -t 1, chatml",
-        "proxy": "llmchat proxy --workers 2 --threads 16",
+        "proxy": f"llmchat proxy --workers 2 --threads 16, from {args.proxy_root}",
         "conversations": args.conversations,
         "turns": args.turns,
         "max_tokens": args.tokens,

@@ -60,4 +60,4 @@ def test_the_summary_and_its_tables() -> None:
     assert result["slot_selections"] == {"id": 2, "LCP similarity": 0, "LRU": 1}
     text = bench.markdown(result)
     assert "| most chat requests in flight at the node at once | 2 |" in text
-    assert "3 requests, 2 answered, 1 not" in text and "`affinity: prefix` (id_slot sent)" in text
+    assert "3 requests, 2 answered, 1 not" in text and "| `affinity: prefix` | 30 |" in text
