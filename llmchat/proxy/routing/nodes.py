@@ -220,7 +220,10 @@ class NodeState:
                 "max_conns": self.max_conns,
                 "weight": self.weight,
                 "served": self.served,
+                "slots_held": self.slots.held(),
             }
+            if self.server_slots is not None:
+                out["server_slots"] = self.server_slots
             if reason:
                 out["reason"] = reason
             if ejected and self.ejected_until is not None:

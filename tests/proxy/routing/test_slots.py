@@ -293,6 +293,7 @@ def test_a_conversation_keeps_its_llama_server_slot_and_concurrent_ones_get_thei
             assert pinned[3:] == [pinned[3]] * 3
             # Concurrent conversations hold different slots, each asked for by index.
             held = Held(node)
+            node.entered = threading.Semaphore(0)  # the turns above each released it once
             out: dict[str, Any] = {}
             topics = ["tides", "storms", "gulls", "reefs"]
             threads = []
@@ -300,10 +301,13 @@ def test_a_conversation_keeps_its_llama_server_slot_and_concurrent_ones_get_thei
                 held.gate(topic)
                 threads.append(_send(client, topic, out))
                 assert node.entered.acquire(timeout=WAIT)
+            report = routed.nodes["llama"].report()
+            assert report["slots_held"] == [0, 1, 2, 3] and report["server_slots"] == 4
             held.open_all()
             for thread in threads:
                 thread.join(WAIT)
         assert out == dict.fromkeys(topics, 200)
+        assert routed.nodes["llama"].report()["slots_held"] == []
         concurrent = _id_slots(node)[6:]
         assert sorted(concurrent) == [0, 1, 2, 3]
 
