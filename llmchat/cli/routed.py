@@ -6,7 +6,9 @@ exit status 2. The embedded server re-reads it on SIGHUP; under gunicorn,
 the arbiter's own SIGHUP starts new workers, and each reads the file again.
 A bad edit there is logged, and the new worker serves the config it was
 forked with: the start-up one, not the last good edit, as the arbiter itself
-re-reads nothing of ours.
+re-reads nothing of ours. The workers share one slot ledger, made by the
+arbiter before it forks and deleted when it exits: each node's ``max_conns``
+holds across all of them, through reloads and worker deaths.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def run_routed(args: argparse.Namespace) -> int:
         log.warning("routing config %s: %s", args.config, warning)
     over = _describe(loaded.config)
     if wants_workers(args):
-        return serve_workers(args, _worker_build(args, loaded), over)
+        return _serve_sharing_slots(args, loaded, over)
     app, routed = routed_app(args, loaded)
     stop_watching = watch_hangups(args.config, app, routed)
     try:
@@ -56,11 +58,12 @@ def run_routed(args: argparse.Namespace) -> int:
         stop_watching()
 
 
-def routed_upstream(config: RoutingConfig) -> Any:
-    """The routed upstream for `config` (`llmchat.proxy.routing.RoutedUpstream`)."""
+def routed_upstream(config: RoutingConfig, ledger: Any = None) -> Any:
+    """The routed upstream for `config` (`llmchat.proxy.routing.RoutedUpstream`), holding
+    its slots in `ledger` (a `routing.slots.SlotLedger`; None: in this process alone)."""
     from ..proxy import routing
 
-    routed = routing.RoutedUpstream(config)
+    routed = routing.RoutedUpstream(config, ledger=ledger)
     routed.health_on_first_use()  # a gunicorn worker's own prober, after its fork
     return routed
 
@@ -69,7 +72,7 @@ def routed_app(args: argparse.Namespace, loaded: Loaded) -> tuple[Any, Any]:
     """The proxy app over a routed upstream for `loaded`, and that upstream."""
     from ..proxy import make_app
 
-    routed = routed_upstream(loaded.config)
+    routed = routed_upstream(loaded.config, getattr(args, "slot_ledger", None))
     try:
         app = make_app(routed, keys=loaded.keys, **app_options(args))
     except BaseException:
@@ -106,6 +109,19 @@ def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
         signal.signal(hangup, previous)
 
     return undo
+
+
+def _serve_sharing_slots(args: argparse.Namespace, loaded: Loaded, over: str) -> int:
+    """`serve_workers` with one slot ledger for every worker: made here, in the arbiter,
+    before any fork (`args.slot_ledger` reaches each worker's build), and deleted when
+    the arbiter is done (a worker returns through here too: `remove` spares it)."""
+    from ..proxy.routing.slots import SlotLedger
+
+    ledger = args.slot_ledger = SlotLedger.create()
+    try:
+        return serve_workers(args, _worker_build(args, loaded), over)
+    finally:
+        ledger.remove()
 
 
 def _worker_build(args: argparse.Namespace, first: Loaded) -> Callable[[], tuple[Any, Any]]:

@@ -129,7 +129,7 @@ def test_a_valid_file_builds_the_routed_app(
     built: list[RoutingConfig] = []
     served: dict[str, Any] = {}
 
-    def factory(routing: RoutingConfig) -> FakeRouted:
+    def factory(routing: RoutingConfig, ledger: Any = None) -> FakeRouted:
         built.append(routing)
         return FakeRouted("http://127.0.0.1:9/v1")
 
@@ -156,7 +156,9 @@ def test_a_valid_file_builds_the_routed_app(
 def test_under_workers_a_bad_edit_keeps_the_last_good_config(
     config: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(routed_command, "routed_upstream", lambda c: FakeRouted(c.nodes[0].url))
+    monkeypatch.setattr(
+        routed_command, "routed_upstream", lambda c, ledger=None: FakeRouted(c.nodes[0].url)
+    )
     from llmchat.cli.commands import _parser
     from llmchat.proxy.routing.reload import load_routing
 
@@ -192,7 +194,7 @@ class Routed(OpenAICommon):
     def reload(self, config):
         print("reload called:", [n.name for n in config.nodes], file=sys.stderr, flush=True)
 
-def build(config):
+def build(config, ledger=None):
     print("built:", [n.name for n in config.nodes], file=sys.stderr, flush=True)
     return Routed(config.nodes[0].url)
 

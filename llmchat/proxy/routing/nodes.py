@@ -9,7 +9,9 @@ so in `report`.
 
 Every node of one `RoutedUpstream` shares that upstream's condition
 (`lock`): admission checks and takes a slot on several nodes in one step, and
-a release wakes the requests waiting for one.
+a release wakes the requests waiting for one. A slot is an index
+(`slots.NodeSlots`): with a `slots.SlotLedger` (``--workers N``) it is also
+held in the ledger, so ``max_conns`` holds for the node across processes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ...backends.ollama import Ollama
 from ...backends.openai_common import OpenAICommon
 from ...backends.responses import OpenAIResponses
 from .config import NodeConfig
+from .slots import NodeSlots, SlotLedger
 
 __all__ = ["DEFAULT_MAX_CONNS", "NodeState", "backend_for"]
 
@@ -66,6 +69,7 @@ class NodeState:
         *,
         clock: Callable[[], float],
         environ: Any = None,
+        ledger: SlotLedger | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         key = env.get(config.api_key_env) if config.api_key_env else None
@@ -79,6 +83,11 @@ class NodeState:
         self._clock = clock
         self.max_conns: int = config.max_conns or DEFAULT_MAX_CONNS
         self.inflight = 0
+        self.slots = NodeSlots(config.name, ledger)
+        """The slot indexes this process holds (and, with a ledger, holds for all workers)."""
+        self.server_slots: int | None = None
+        """llama-server's own slot count (``/props``), learnt by the prober; None: not a
+        llama-server, or not probed yet. Only a node with one is sent ``id_slot``."""
         self.served = 0
         self.loading = False
         self.ejected_until: float | None = None
@@ -110,6 +119,7 @@ class NodeState:
             ):
                 self.dialect = config.dialect
                 self.backend = backend_for(config, key)
+                self.server_slots = None  # maybe another server now: the prober says again
             self.lock.notify_all()
 
     def __repr__(self) -> str:
@@ -128,18 +138,31 @@ class NodeState:
         return True
 
     def has_room(self) -> bool:
-        """Admission: a free slot. Under `lock`."""
+        """Admission as this process sees it: a slot it does not hold. Under `lock`."""
         return self.inflight < self.max_conns
 
-    def take(self) -> None:
-        """Hold a slot. Under `lock`."""
-        self.inflight += 1
-        self.served += 1
+    def take(self, key: int | None = None) -> int | None:
+        """Hold a free slot (`key`'s preferred one first): its index, or None when
+        another worker holds every slot this process has free. Under `lock`."""
+        index = self.slots.take(self.max_conns, key)
+        if index is not None:
+            self.inflight += 1
+            self.served += 1
+        return index
 
-    def release(self) -> None:
-        """Give a slot back and wake the requests waiting for one."""
+    def pin(self, index: int) -> int | None:
+        """The ``id_slot`` to send for a request holding `index`; None for a node that is
+        not a llama-server (as far as its probes say), or an index past its slots
+        (llama-server reads ``id_slot`` modulo its slot count: another request's)."""
+        slots = self.server_slots
+        return index if slots is not None and index < slots else None
+
+    def release(self, index: int | None = None) -> None:
+        """Give slot `index` back and wake the requests waiting for one."""
         with self.lock:
             self.inflight -= 1
+            if index is not None:
+                self.slots.give(index)
             self.lock.notify_all()
 
     # -- the health prober's side (HealthTarget) ---------------------------
@@ -169,6 +192,7 @@ class NodeState:
         if slots < 1:
             return
         with self.lock:
+            self.server_slots = slots
             if self.config.max_conns is None:
                 self.max_conns = slots
             self.lock.notify_all()
@@ -196,7 +220,10 @@ class NodeState:
                 "max_conns": self.max_conns,
                 "weight": self.weight,
                 "served": self.served,
+                "slots_held": self.slots.held(),
             }
+            if self.server_slots is not None:
+                out["server_slots"] = self.server_slots
             if reason:
                 out["reason"] = reason
             if ejected and self.ejected_until is not None:

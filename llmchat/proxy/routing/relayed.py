@@ -105,7 +105,7 @@ def relay_routed(
             failed.add(node.name)
             continue
         relay.node, relay.tier = node.name, got.tier
-        sent = wire_json.encode_data({**body, "model": route.tiers[got.tier].model})
+        sent = wire_json.encode_data(got.request_body(body, route.tiers[got.tier].model))
         if relay.http is not None or relay.failure is not None:
             relay.exchange, relay.http, relay.failure = Exchange(), None, None
         relay.on_close(got.release)

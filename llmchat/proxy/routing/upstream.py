@@ -54,6 +54,7 @@ from .ejections import BACKOFF_BASE, BACKOFF_CAP
 from .health import HealthMonitor, health_report
 from .nodes import NodeState
 from .relayed import relay_routed
+from .slots import SlotLedger
 from .table import Route, RouteTable, unknown_model
 
 __all__ = ["MAX_BACKOFF", "PASSIVE_BACKOFF", "RoutedUpstream", "Tables"]
@@ -88,9 +89,11 @@ class RoutedUpstream:
         *,
         clock: Callable[[], float] = time.monotonic,
         environ: Mapping[str, str] | None = None,
+        ledger: SlotLedger | None = None,
     ) -> None:
         self._clock = clock
         self._environ = environ
+        self._ledger = ledger  # the slots every worker holds (``--workers N``); None: this process
         self._lock = threading.Condition()
         self._reload_lock = threading.Lock()
         self._tables = self._build(config, {})
@@ -157,7 +160,13 @@ class RoutedUpstream:
         for node_config in config.nodes:
             node = old.get(node_config.name)
             if node is None:
-                node = NodeState(node_config, self._lock, clock=self._clock, environ=self._environ)
+                node = NodeState(
+                    node_config,
+                    self._lock,
+                    clock=self._clock,
+                    environ=self._environ,
+                    ledger=self._ledger,
+                )
             elif node.config != node_config:
                 node.reconfigure(node_config, self._environ)
             nodes[node_config.name] = node
@@ -217,7 +226,7 @@ class RoutedUpstream:
         call.node, call.tier = node.name, slot.tier
         tier = route.tiers[slot.tier]
         try:
-            started = Upstream(node.backend).start({**body, "model": tier.model}, call)
+            started = Upstream(node.backend).start(slot.request_body(body, tier.model), call)
         except BaseException:
             slot.release()
             raise
