@@ -28,6 +28,7 @@ SCRIPTS = (
     "bench_stalled.py",
     "bench_routing.py",
     "bench_routing_real.py",  # three real llama-servers behind the routed proxy (the "real" extra)
+    "bench_routing_workers.py",  # max_conns across two gunicorn workers on a real llama-server
     "bench_before_after.py",  # this tree against the commit before the restructure (git)
     "bench_real_llamacpp.py",  # needs the "real" extra; says so and fails alone without it
 )
