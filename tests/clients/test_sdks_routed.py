@@ -15,6 +15,7 @@ client reaches the Ollama node through the Responses face (what Codex uses).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,40 +79,40 @@ class Sent:
         return {"request": [self]}
 
 
-CLIENTS: list[Any] = []
+@pytest.fixture
+def clients() -> Iterator[contextlib.ExitStack]:
+    """Closes every client a test made (an open pool would hold a socket)."""
+    with contextlib.ExitStack() as stack:
+        yield stack
 
 
-@pytest.fixture(autouse=True)
-def close_clients() -> Iterator[None]:
-    """Every client a test made is closed after it (an open pool is a ResourceWarning)."""
-    yield
-    while CLIENTS:
-        CLIENTS.pop().close()
-
-
-def _openai(proxy: ServedProxy, key: str = ALICE, sent: Sent | None = None) -> openai.OpenAI:
+def _openai(
+    stack: contextlib.ExitStack, proxy: ServedProxy, key: str = ALICE, sent: Sent | None = None
+) -> openai.OpenAI:
     http = openai.DefaultHttpxClient(event_hooks=(sent or Sent()).hooks())
     client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=key, timeout=WAIT, http_client=http)
-    CLIENTS.append(client)
+    stack.callback(client.close)
     return client
 
 
 def _anthropic(
-    proxy: ServedProxy, key: str = ALICE, sent: Sent | None = None
+    stack: contextlib.ExitStack, proxy: ServedProxy, key: str = ALICE, sent: Sent | None = None
 ) -> anthropic.Anthropic:
     http = anthropic.DefaultHttpxClient(event_hooks=(sent or Sent()).hooks())
     client = anthropic.Anthropic(base_url=proxy.url, api_key=key, timeout=WAIT, http_client=http)
-    CLIENTS.append(client)
+    stack.callback(client.close)
     return client
 
 
-def _ollama(proxy: ServedProxy, key: str = ALICE, sent: Sent | None = None) -> Any:
+def _ollama(
+    stack: contextlib.ExitStack, proxy: ServedProxy, key: str = ALICE, sent: Sent | None = None
+) -> Any:
     ollama = pytest.importorskip("ollama")
     headers = {"Authorization": f"Bearer {key}"}
     client = ollama.Client(
         host=proxy.url, timeout=WAIT, headers=headers, event_hooks=(sent or Sent()).hooks()
     )
-    CLIENTS.append(client)
+    stack.callback(client.close)
     return client
 
 
@@ -120,22 +121,24 @@ def _routed(headers: Any, node: str) -> None:
     assert headers["x-request-id"]
 
 
-def test_each_sdk_lists_only_what_its_key_allows(proxy: ServedProxy) -> None:
+def test_each_sdk_lists_only_what_its_key_allows(
+    clients: contextlib.ExitStack, proxy: ServedProxy
+) -> None:
     allowed = ["local-coder", "claude-haiku"]  # a glob names no model; alice may not use "big"
-    assert [m.id for m in _openai(proxy).models.list()] == allowed
-    assert [m.id for m in _openai(proxy, CI).models.list()] == [
+    assert [m.id for m in _openai(clients, proxy).models.list()] == allowed
+    assert [m.id for m in _openai(clients, proxy, CI).models.list()] == [
         "local-coder",
         "big",
         "claude-haiku",
     ]
-    assert [m.id for m in _anthropic(proxy).models.list()] == allowed
-    assert [m.model for m in _ollama(proxy).list().models] == allowed
+    assert [m.id for m in _anthropic(clients, proxy).models.list()] == allowed
+    assert [m.model for m in _ollama(clients, proxy).list().models] == allowed
 
 
 def test_openai_chats_on_the_openai_node_and_responds_from_the_ollama_node(
-    proxy: ServedProxy,
+    clients: contextlib.ExitStack, proxy: ServedProxy
 ) -> None:
-    client = _openai(proxy)
+    client = _openai(clients, proxy)
     whole = client.chat.completions.with_raw_response.create(model="local-coder", messages=HI)
     _routed(whole.headers, "gpu")
     assert whole.parse().choices[0].message.content == GPU_TEXT
@@ -164,9 +167,9 @@ def test_openai_chats_on_the_openai_node_and_responds_from_the_ollama_node(
     ],
 )
 def test_anthropic_chats_on_both_nodes(
-    proxy: ServedProxy, model: str, node: str, text: str
+    clients: contextlib.ExitStack, proxy: ServedProxy, model: str, node: str, text: str
 ) -> None:
-    client = _anthropic(proxy)
+    client = _anthropic(clients, proxy)
     whole = client.messages.with_raw_response.create(model=model, max_tokens=50, messages=HI)
     _routed(whole.headers, node)
     assert whole.parse().content[0].text == text
@@ -175,27 +178,31 @@ def test_anthropic_chats_on_both_nodes(
         assert "".join(streamed.text_stream) == text
 
 
-def test_ollama_chats_on_both_nodes(proxy: ServedProxy) -> None:
-    client = _ollama(proxy)
+def test_ollama_chats_on_both_nodes(clients: contextlib.ExitStack, proxy: ServedProxy) -> None:
+    client = _ollama(clients, proxy)
     for model, text in (("claude-haiku", BOX_TEXT), ("local-coder", GPU_TEXT)):
         assert client.chat(model=model, messages=HI).message.content == text
         parts = client.chat(model=model, messages=HI, stream=True)
         assert "".join(part.message.content for part in parts) == text
 
 
-def test_a_model_outside_the_policy_is_each_sdks_403_sent_once(proxy: ServedProxy) -> None:
+def test_a_model_outside_the_policy_is_each_sdks_403_sent_once(
+    clients: contextlib.ExitStack, proxy: ServedProxy
+) -> None:
     sent = Sent()  # every SDK retries by default (2 more tries); a 403 must not be retried
     with pytest.raises(openai.PermissionDeniedError) as in_openai:
-        _openai(proxy, sent=sent).chat.completions.create(model="big", messages=HI)
+        _openai(clients, proxy, sent=sent).chat.completions.create(model="big", messages=HI)
     _routed(in_openai.value.response.headers, "proxy")
     with pytest.raises(openai.PermissionDeniedError):
-        _openai(proxy, sent=sent).responses.create(model="big", input="hi")
+        _openai(clients, proxy, sent=sent).responses.create(model="big", input="hi")
     with pytest.raises(anthropic.PermissionDeniedError) as in_anthropic:
-        _anthropic(proxy, sent=sent).messages.create(model="big", max_tokens=5, messages=HI)
+        _anthropic(clients, proxy, sent=sent).messages.create(
+            model="big", max_tokens=5, messages=HI
+        )
     _routed(in_anthropic.value.response.headers, "proxy")
     ollama = pytest.importorskip("ollama")
     with pytest.raises(ollama.ResponseError) as in_ollama:
-        _ollama(proxy, sent=sent).chat(model="big", messages=HI)
+        _ollama(clients, proxy, sent=sent).chat(model="big", messages=HI)
     assert in_ollama.value.status_code == 403
     assert sent.paths == ["/v1/chat/completions", "/v1/responses", "/v1/messages", "/api/chat"]
     refused = proxy.usage.wait(4, route=None)
