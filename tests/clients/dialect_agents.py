@@ -22,11 +22,26 @@ from llmchat.testing import RecordedRequest, Reply
 from ..support.agent_upstream import AgentUpstream
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
+SIGNATURE = "c2lnbmVkIGJ5IHRoZSBzY3JpcHRlZCBnZW1pbmk="  # opaque base64, as Gemini sends
+MISSING = (
+    "Function call is missing a thought_signature in functionCall parts. This is required "
+    "for tools to work correctly, and missing thought_signature may lead to degraded model "
+    "performance. Additional data, function call `default_api:Bash` , position 2."
+)
 GEMINI_MODEL = {"name": "models/gemini-test", "inputTokenLimit": 1_048_576}
 
 
 class GeminiAgent(AgentUpstream):
-    """The agent's model as a Gemini API server (``/v1beta/models/{model}:...``)."""
+    """The agent's model as a Gemini API server (``/v1beta/models/{model}:...``).
+
+    Like Gemini 3, it signs each turn's function call (``thoughtSignature``)
+    and, for a ``gemini-3`` model, refuses with Google's 400 a history whose
+    model turn calls a function without one (`refused` counts those).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refused = 0
 
     def __call__(self, request: RecordedRequest) -> Reply:
         path = request.path.partition("?")[0]
@@ -34,6 +49,11 @@ class GeminiAgent(AgentUpstream):
         if request.method == "POST" and verb in ("generateContent", "streamGenerateContent"):
             body = request.json()
             assert isinstance(body, dict), body
+            if "/models/gemini-3" in path and not signed(body):
+                self.refused += 1
+                return Reply.json(
+                    {"error": {"code": 400, "message": MISSING, "status": "INVALID_ARGUMENT"}}, 400
+                )
             return self.respond(gemini_view(body, stream=verb == "streamGenerateContent"))
         if request.method == "GET" and path.endswith("/models"):  # the node's health probe
             return Reply.json({"models": [GEMINI_MODEL]})
@@ -52,14 +72,8 @@ class GeminiAgent(AgentUpstream):
             parts.append({"text": message["content"]})
         for call in message.get("tool_calls", []):
             function = call["function"]
-            parts.append(
-                {
-                    "functionCall": {
-                        "name": function["name"],
-                        "args": json.loads(function["arguments"]),
-                    }
-                }
-            )
+            call = {"name": function["name"], "args": json.loads(function["arguments"])}
+            parts.append({"functionCall": call, "thoughtSignature": SIGNATURE})
         prompt, completion = int(self.usage["prompt_tokens"]), int(self.usage["completion_tokens"])
         usage = {"promptTokenCount": prompt, "candidatesTokenCount": completion}
         usage["totalTokenCount"] = prompt + completion
@@ -73,6 +87,15 @@ class GeminiAgent(AgentUpstream):
         if not body.get("stream"):
             return Reply.json(whole)
         return Reply.sse([whole], done=False)
+
+
+def signed(body: Mapping[str, Any]) -> bool:
+    """Gemini 3's rule: each model turn calling functions signs its first call."""
+    for content in body.get("contents") or []:
+        calls = [p for p in content.get("parts") or [] if "functionCall" in p]
+        if content.get("role") == "model" and calls and not calls[0].get("thoughtSignature"):
+            return False
+    return True
 
 
 def gemini_view(body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:

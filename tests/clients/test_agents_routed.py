@@ -59,8 +59,9 @@ def gemini() -> Iterator[tuple[GeminiAgent, ScriptedServer]]:
     yield from serving(GeminiAgent(["Bash"], plan, final=FINAL))
 
 
+@pytest.mark.parametrize("upstream_model", ["gemini-2.5-flash", "gemini-3-flash-preview"])
 def test_claude_code_served_by_a_gemini_node(
-    gemini: tuple[GeminiAgent, ScriptedServer], tmp_path: Path
+    gemini: tuple[GeminiAgent, ScriptedServer], tmp_path: Path, upstream_model: str
 ) -> None:
     claude = bin_path("@anthropic-ai/claude-code", "claude")
     script, server = gemini
@@ -70,14 +71,14 @@ def test_claude_code_served_by_a_gemini_node(
         "dialect": "gemini",
         "api_key_env": "GEM_NODE_KEY",
     }
-    models = {"claude-*": [{"model": "gemini-2.5-flash", "nodes": ["gem"]}]}
+    models = {"claude-*": [{"model": upstream_model, "nodes": ["gem"]}]}
     env = {"AGENT_KEY": CLAUDE_KEY, "OPS_KEY": "sk-ops", "GEM_NODE_KEY": NODE_KEY}
     with routed_proxy(config(node, models, ["claude-*"]), env, tmp_path) as proxy:
         run = run_claude(claude, proxy.url, tmp_path, key=CLAUDE_KEY)
         assert_task_done(run, script)
         events = proxy.usage.wait(len(script.chat_requests))
     chats = [r for r in server.requests if r.method == "POST"]
-    assert {r.path.partition(":")[0] for r in chats} == {"/v1beta/models/gemini-2.5-flash"}
+    assert {r.path.partition(":")[0] for r in chats} == {f"/v1beta/models/{upstream_model}"}
     assert {r.headers.get("x-goog-api-key") for r in chats} == {NODE_KEY}  # never the client's
     assert all(CLAUDE_KEY not in str(r.headers) for r in server.requests)
     served = [e for e in events if e.get("node") == "gem"]
