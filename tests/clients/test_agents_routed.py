@@ -110,3 +110,20 @@ def test_codex_served_by_an_ollama_node(
     assert {r.json()["model"] for r in chats} == {"qwen3-coder"}
     served = [e for e in events if e.get("node") == "box"]
     assert served and {e["key_id"] for e in served} == {"agent"}
+
+
+def test_codex_gets_the_ollama_nodes_thinking_back_to_it(
+    ollama: tuple[OllamaAgent, ScriptedServer], tmp_path: Path
+) -> None:
+    """The node's ``thinking`` reaches Codex as reasoning, and Codex's next turn brings
+    it back to the node as the calling turn's ``thinking`` (Ollama's member)."""
+    script, server = ollama
+    script.reasoning = "The user wants a file; the shell can write it."
+    node = {"name": "box", "url": server.root, "dialect": "ollama"}
+    models = {"local-coder": [{"model": "qwen3-coder", "nodes": ["box"]}]}
+    env = {"AGENT_KEY": CODEX_KEY, "OPS_KEY": "sk-ops"}
+    with routed_proxy(config(node, models, ["local-coder"]), env, tmp_path) as proxy:
+        run = run_codex(proxy.url, tmp_path, key=CODEX_KEY, model="local-coder")
+    assert_codex_done(run, script)
+    calling = next(m for m in script.chat_requests[-1]["messages"] if m.get("tool_calls"))
+    assert calling["thinking"] == script.reasoning and "reasoning_content" not in calling
