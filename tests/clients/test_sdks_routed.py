@@ -148,6 +148,14 @@ def test_openai_chats_on_the_openai_node_and_responds_from_the_ollama_node(
         _routed(streamed.headers, "gpu")
         text = "".join(c.choices[0].delta.content or "" for c in streamed.parse() if c.choices)
     assert text == GPU_TEXT
+    # The chat route relays OpenAI's wire as it is: for the Ollama node's alias, a 404
+    # pointing at the translating routes, sent once (no retry, no wait).
+    sent = Sent()
+    with pytest.raises(openai.NotFoundError) as relayed:
+        _openai(clients, proxy, sent=sent).chat.completions.create(
+            model="claude-sonnet-4-5", messages=HI
+        )
+    assert "/v1/responses" in relayed.value.message and sent.paths == ["/v1/chat/completions"]
     answer = client.responses.with_raw_response.create(model="claude-sonnet-4-5", input="hi")
     _routed(answer.headers, "box")
     assert answer.parse().output_text == BOX_TEXT
