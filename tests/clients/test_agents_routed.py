@@ -1,7 +1,9 @@
 """The real agents through a routed proxy (``llmchat proxy --config``) to nodes of other dialects.
 
 Claude Code (the Anthropic face) is served by a Gemini node, Codex (the
-Responses face) by an Ollama node: the agent's turn is translated twice,
+Responses face) by an Ollama node and by a Gemini 3 node (which, like Google's,
+refuses a replayed function call without its signature): the agent's turn is
+translated twice,
 into the node's wire and back, while the agent runs on its defaults and its
 key is a client key of the config with a model policy. Each run asserts what
 the one-upstream agent tests assert (the file written by the agent's own
@@ -127,3 +129,23 @@ def test_codex_gets_the_ollama_nodes_thinking_back_to_it(
     assert_codex_done(run, script)
     calling = next(m for m in script.chat_requests[-1]["messages"] if m.get("tool_calls"))
     assert calling["thinking"] == script.reasoning and "reasoning_content" not in calling
+
+
+@pytest.fixture
+def gemini_shell() -> Iterator[tuple[GeminiAgent, ScriptedServer]]:
+    yield from serving(GeminiAgent(SHELL_TOOLS, shell_plan(COMMAND)))
+
+
+def test_codex_served_by_a_gemini_3_node(
+    gemini_shell: tuple[GeminiAgent, ScriptedServer], tmp_path: Path
+) -> None:
+    """Codex's default model (its freeform ``exec`` tool) on a node that refuses unsigned
+    calls: the calling turn goes back signed."""
+    script, server = gemini_shell
+    node = {"name": "gem", "url": server.root + "/v1beta", "dialect": "gemini"}
+    models = {"gpt-*": [{"model": "gemini-3-pro-preview", "nodes": ["gem"]}]}
+    env = {"AGENT_KEY": CODEX_KEY, "OPS_KEY": "sk-ops"}
+    with routed_proxy(config(node, models, ["gpt-*"]), env, tmp_path) as proxy:
+        run = run_codex(proxy.url, tmp_path, key=CODEX_KEY)
+    assert_codex_done(run, script)
+    assert script.refused == 0
