@@ -61,11 +61,23 @@ def gemini() -> Iterator[tuple[GeminiAgent, ScriptedServer]]:
     yield from serving(GeminiAgent(["Bash"], plan, final=FINAL))
 
 
-@pytest.mark.parametrize("upstream_model", ["gemini-2.5-flash", "gemini-3-flash-preview"])
+@pytest.mark.parametrize(
+    ("upstream_model", "workers"),
+    [
+        ("gemini-2.5-flash", ()),
+        ("gemini-3-flash-preview", ()),
+        pytest.param("gemini-3-flash-preview", ("--workers", "1", "--threads", "4"), id="gunicorn"),
+    ],
+)
 def test_claude_code_served_by_a_gemini_node(
-    gemini: tuple[GeminiAgent, ScriptedServer], tmp_path: Path, upstream_model: str
+    gemini: tuple[GeminiAgent, ScriptedServer],
+    tmp_path: Path,
+    upstream_model: str,
+    workers: tuple[str, ...],
 ) -> None:
     claude = bin_path("@anthropic-ai/claude-code", "claude")
+    if workers:
+        pytest.importorskip("gunicorn")
     script, server = gemini
     node = {
         "name": "gem",
@@ -75,7 +87,7 @@ def test_claude_code_served_by_a_gemini_node(
     }
     models = {"claude-*": [{"model": upstream_model, "nodes": ["gem"]}]}
     env = {"AGENT_KEY": CLAUDE_KEY, "OPS_KEY": "sk-ops", "GEM_NODE_KEY": NODE_KEY}
-    with routed_proxy(config(node, models, ["claude-*"]), env, tmp_path) as proxy:
+    with routed_proxy(config(node, models, ["claude-*"]), env, tmp_path, *workers) as proxy:
         run = run_claude(claude, proxy.url, tmp_path, key=CLAUDE_KEY)
         assert_task_done(run, script)
         events = proxy.usage.wait(len(script.chat_requests))
