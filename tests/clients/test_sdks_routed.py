@@ -131,7 +131,9 @@ def test_each_sdk_lists_only_what_its_key_allows(
         "big",
         "claude-haiku",
     ]
-    assert [m.id for m in _anthropic(clients, proxy).models.list()] == allowed
+    page = _anthropic(clients, proxy).models.list()
+    assert [(m.id, m.display_name, m.type) for m in page] == [(n, n, "model") for n in allowed]
+    assert page.has_more is False and (page.first_id, page.last_id) == tuple(allowed)
     assert [m.model for m in _ollama(clients, proxy).list().models] == allowed
 
 

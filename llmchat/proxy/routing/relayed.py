@@ -58,11 +58,33 @@ def _body(data: bytes | None) -> dict[str, Any] | None:
 
 
 def model_list(names: list[str]) -> dict[str, Any]:
-    """OpenAI's ``GET /models`` answer naming `names` (the proxy's own listing)."""
+    """The ``GET /v1/models`` answer naming `names` (the proxy's own listing).
+
+    OpenAI's and Anthropic's list share the path and ``data[].id``: each entry
+    also has Anthropic's members (``type``, ``display_name``, ``created_at``) and
+    the page its ``has_more``, ``first_id`` and ``last_id``, so both SDKs (and
+    an agent's model picker) read the same answer whole.
+    """
     listing = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "llmchat"} for name in names
+        {
+            "id": name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "llmchat",
+            "type": "model",
+            "display_name": name,
+            "created_at": "1970-01-01T00:00:00Z",
+        }
+        for name in names
     ]
-    return {"object": "list", "data": listing}
+    first, last = (names[0], names[-1]) if names else (None, None)
+    return {
+        "object": "list",
+        "data": listing,
+        "has_more": False,
+        "first_id": first,
+        "last_id": last,
+    }
 
 
 def not_relayed(model: str) -> Failure:
