@@ -64,9 +64,11 @@ def gemini() -> Iterator[tuple[GeminiAgent, ScriptedServer]]:
 @pytest.mark.parametrize(
     ("upstream_model", "workers"),
     [
-        ("gemini-2.5-flash", ()),
-        ("gemini-3-flash-preview", ()),
-        pytest.param("gemini-3-flash-preview", ("--workers", "1", "--threads", "4"), id="gunicorn"),
+        pytest.param("gemini-2.5-flash", (), id="gemini-2.5"),
+        pytest.param("gemini-3-flash-preview", (), id="gemini-3"),
+        pytest.param(
+            "gemini-3-flash-preview", ("--workers", "1", "--threads", "4"), id="gemini-3-gunicorn"
+        ),
     ],
 )
 def test_claude_code_served_by_a_gemini_node(
