@@ -26,7 +26,7 @@ SIGNATURE = "c2lnbmVkIGJ5IHRoZSBzY3JpcHRlZCBnZW1pbmk="  # opaque base64, as Gemi
 MISSING = (
     "Function call is missing a thought_signature in functionCall parts. This is required "
     "for tools to work correctly, and missing thought_signature may lead to degraded model "
-    "performance. Additional data, function call `default_api:Bash` , position 2."
+    "performance."
 )
 GEMINI_MODEL = {"name": "models/gemini-test", "inputTokenLimit": 1_048_576}
 

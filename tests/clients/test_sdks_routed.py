@@ -10,7 +10,8 @@ retrying). What routing adds is asserted on the answers: ``x-llmchat-node``
 names the node that answered, ``x-request-id`` is there.
 
 The OpenAI face's chat route is a byte relay of OpenAI's wire, so an OpenAI
-client reaches the Ollama node through the Responses face (what Codex uses).
+client reaches the Ollama node through the Responses face (what Codex uses);
+its chat route answers that alias with a 404 naming the routes that translate.
 """
 
 from __future__ import annotations
