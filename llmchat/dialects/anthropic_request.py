@@ -17,6 +17,7 @@ The history's translation (Anthropic: "Messages", "Tool use"):
 - an assistant turn is its ``anthropic`` reasoning parts first (thinking
   blocks with their signatures, redacted thinking), then its text, then a
   ``tool_use`` block per call (``input`` is the parsed arguments object);
+  an OpenAI-shaped ``reasoning_content`` is not sent (it has no signature);
 - tool results become ``tool_result`` blocks of one user message per run of
   consecutive results; a tool message's extra keys (``is_error``,
   ``cache_control``) go on its block.
@@ -302,5 +303,9 @@ def _history(messages: Sequence[Message]) -> tuple[str | list[Any] | None, list[
         wire: dict[str, Any] = {"role": role, "content": content}
         if message.extra:
             wire.update(copy_json(message.extra))
+            # An OpenAI-shaped turn's reasoning text (what the proxy's faces make of
+            # thinking a client sent back) is not a member Anthropic accepts (a 400,
+            # "Extra inputs are not permitted"), and unsigned it cannot be a thinking block.
+            wire.pop("reasoning_content", None)
         out.append(wire)
     return system_blocks(system), out

@@ -11,6 +11,8 @@
   another provider's history is not Gemini's to check); its
   ``reasoning_parts`` tagged ``gemini`` put each ``thoughtSignature`` back on
   the part it came on (a call's on that call, matched by id); others dropped.
+  A turn whose calls carry no signature at all signs its first call with
+  Google's sentinel `UNSIGNED_CALL` (Gemini 3 refuses an unsigned call).
 - ``tool`` results → ``functionResponse {name, response}`` parts in a user
   turn; the name is the matching call's in the assistant turn before (by
   ``tool_call_id``), else the message's ``name``. A result that is a JSON
@@ -29,9 +31,11 @@ from .. import fastjson
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import Message, content_text
 
-__all__ = ["contents_of"]
+__all__ = ["UNSIGNED_CALL", "contents_of"]
 
 _SYSTEM: Final = ("system", "developer")
+UNSIGNED_CALL: Final = "skip_thought_signature_validator"
+"""The ``thoughtSignature`` of a function call that came without one (Google's sentinel)."""
 
 
 def contents_of(
@@ -145,9 +149,17 @@ def _model_parts(message: Message, where: str) -> list[dict[str, Any]]:
     by_id = {
         p.get("id"): p["thoughtSignature"] for p in signatures if p.get("on") == "functionCall"
     }
-    for j, call in enumerate(message.tool_calls or ()):
-        parts.append(_function_call(call, f"{where}.tool_calls[{j}]", by_id))
-    return parts
+    calls = [
+        _function_call(call, f"{where}.tool_calls[{j}]", by_id)
+        for j, call in enumerate(message.tool_calls or ())
+    ]
+    if calls and not any("thoughtSignature" in call for call in calls):
+        # A call Gemini did not sign (history from another model or client, or a
+        # face that cannot carry the signature): Gemini 3 refuses the whole request
+        # with a 400 unless the turn's first call is signed, and Google documents
+        # this value for exactly that case (Gemini 2.5 accepts it too).
+        calls[0]["thoughtSignature"] = UNSIGNED_CALL
+    return parts + calls
 
 
 def _function_call(call: Mapping[str, Any], where: str, by_id: dict[Any, str]) -> dict[str, Any]:

@@ -261,7 +261,13 @@ def _message(message: Message, index: int, tool_name: str | None) -> dict[str, A
     if images:
         out["images"] = [*out.get("images", []), *images]
     if role == "assistant":
-        thinking = _thinking(message.reasoning_parts)
+        # An OpenAI-shaped turn's reasoning (what the proxy's faces make of the
+        # thinking a client sends back) is Ollama's `thinking`; Ollama would
+        # ignore the foreign member, and the model lose its earlier reasoning.
+        carried = out.pop("reasoning_content", None)
+        thinking = _thinking(message.reasoning_parts) or (
+            carried if isinstance(carried, str) else ""
+        )
         if thinking:
             out["thinking"] = thinking
         if message.tool_calls:

@@ -198,6 +198,12 @@ def test_other_dialects_parts_are_dropped_and_plain_text_stays_a_string() -> Non
     assert got["messages"] == [{"role": "assistant", "content": "ok"}]
 
 
+def test_an_openai_shaped_reasoning_content_is_not_sent() -> None:
+    """Anthropic refuses an unknown message member; unsigned text is no thinking block."""
+    got = body([{"role": "assistant", "content": "ok", "reasoning_content": "I thought"}])
+    assert got["messages"] == [{"role": "assistant", "content": "ok"}]
+
+
 def test_thinking_parts_alone_go_first_then_the_text() -> None:
     part = {"dialect": "anthropic", "type": "thinking", "thinking": "t", "signature": "s"}
     got = body([{"role": "assistant", "content": "ok", "reasoning_parts": [part]}])

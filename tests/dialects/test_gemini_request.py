@@ -345,6 +345,42 @@ def test_text_signatures_go_back_on_the_text_part() -> None:
     }
 
 
+def _calls(*ids: str, signed: str | None = None) -> dict[str, Any]:
+    """An assistant turn calling `f` once per id; `signed`: Gemini's signature on the first."""
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
+    ]
+    turn: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+    if signed is not None:
+        turn["reasoning_parts"] = [
+            {"dialect": "gemini", "thoughtSignature": signed, "on": "functionCall", "id": ids[0]}
+        ]
+    return turn
+
+
+@pytest.mark.parametrize(
+    ("turn", "signatures"),
+    [
+        # Another model's (or a face's) calls: the first is signed with Google's sentinel,
+        # the one value Gemini 3 takes for a call it did not make (else a 400).
+        (_calls("a"), ["skip_thought_signature_validator"]),
+        (_calls("a", "b"), ["skip_thought_signature_validator", None]),
+        # Gemini's own signature goes back as it came; nothing is added beside it.
+        (_calls("a", "b", signed="REAL"), ["REAL", None]),
+    ],
+)
+def test_an_unsigned_function_call_gets_googles_sentinel(
+    turn: dict[str, Any], signatures: list[str | None]
+) -> None:
+    results = [
+        {"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in turn["tool_calls"]
+    ]
+    body = backend().prepare_chat_request([*HI, turn, *results]).body
+    parts = body["contents"][1]["parts"]
+    assert [p.get("thoughtSignature") for p in parts] == signatures
+    assert all("functionCall" in p for p in parts)
+
+
 def test_the_builder_does_not_change_its_inputs() -> None:
     messages = [Message("user", "x")]
     settings: dict[str, Any] = {"temperature": 1.0, "extra": {"a": [1]}}

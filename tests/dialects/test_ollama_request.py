@@ -191,6 +191,20 @@ def test_reasoning_parts_of_ollama_go_back_as_thinking_and_others_are_dropped() 
     assert body["messages"][1] == {"role": "assistant", "content": "a", "thinking": "I think"}
 
 
+def test_an_openai_shaped_turns_reasoning_content_goes_as_thinking() -> None:
+    """What the proxy's faces send for thinking a client returned: Ollama's own member."""
+    turn = {"role": "assistant", "content": "a", "reasoning_content": "I thought"}
+    messages = [{"role": "user", "content": "q"}, turn, {"role": "user", "content": "q2"}]
+    body = backend().prepare_chat_request(messages).body
+    assert body["messages"][1] == {"role": "assistant", "content": "a", "thinking": "I thought"}
+    # Ollama's own reasoning part wins over the OpenAI-shaped copy.
+    own = Message.from_dict(
+        {**turn, "reasoning_parts": [{"dialect": "ollama", "thinking": "mine"}]}
+    )
+    body = backend().prepare_chat_request([messages[0], own]).body
+    assert body["messages"][1] == {"role": "assistant", "content": "a", "thinking": "mine"}
+
+
 def test_developer_and_legacy_function_roles() -> None:
     messages = [
         {"role": "developer", "content": "rules"},

@@ -90,6 +90,10 @@ class AgentUpstream:
         body = request.json()
         if not isinstance(body, dict):
             return Reply.error(400, "body is not JSON", "invalid_request_error")
+        return self.respond(body)
+
+    def respond(self, body: dict[str, Any]) -> Reply:
+        """The turn for an OpenAI-shaped chat `body` (a dialect's agent translates to it first)."""
         with self._lock:
             self.chat_requests.append(body)
         tools = {

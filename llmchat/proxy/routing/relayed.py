@@ -7,7 +7,8 @@ completion: the alias's tiers, admission, the model rewritten to the tier's
 the connection or answers 429/5xx before its headers are relayed is left for
 another node, then the next tier. The slot is held until the relayed body
 closes. The relay speaks OpenAI's wire format only, so it uses a tier's
-``openai``-dialect nodes and passes the others over. Anything else goes to
+``openai``-dialect nodes and passes the others over; a model with none is a
+404 at once (`not_relayed`), never a wait and a 503. Anything else goes to
 the metadata node as sent.
 """
 
@@ -29,7 +30,7 @@ from .table import unknown_model
 if TYPE_CHECKING:
     from .upstream import RoutedUpstream
 
-__all__ = ["model_list", "relay_routed"]
+__all__ = ["model_list", "not_relayed", "relay_routed"]
 
 
 class _Listing:
@@ -57,11 +58,49 @@ def _body(data: bytes | None) -> dict[str, Any] | None:
 
 
 def model_list(names: list[str]) -> dict[str, Any]:
-    """OpenAI's ``GET /models`` answer naming `names` (the proxy's own listing)."""
+    """The ``GET /v1/models`` answer naming `names` (the proxy's own listing).
+
+    OpenAI's and Anthropic's list share the path and ``data[].id``: each entry
+    also has Anthropic's members (``type``, ``display_name``, ``created_at``) and
+    the page its ``has_more``, ``first_id`` and ``last_id``, so both SDKs (and
+    an agent's model picker) read the same answer whole.
+    """
     listing = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "llmchat"} for name in names
+        {
+            "id": name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "llmchat",
+            "type": "model",
+            "display_name": name,
+            "created_at": "1970-01-01T00:00:00Z",
+        }
+        for name in names
     ]
-    return {"object": "list", "data": listing}
+    first, last = (names[0], names[-1]) if names else (None, None)
+    return {
+        "object": "list",
+        "data": listing,
+        "has_more": False,
+        "first_id": first,
+        "last_id": last,
+    }
+
+
+def not_relayed(model: str) -> Failure:
+    """The 404 for a model whose nodes all speak another API than the relayed OpenAI wire.
+
+    Not the 503 of a node that is down: no retry or wait can mend it, and the
+    client is told where the model is served (the faces that translate).
+    """
+    shown = model if len(model) <= 100 else model[:100] + "..."
+    return Failure(
+        404,
+        f"The model '{shown}' is not served on this route: its nodes speak another API "
+        "than OpenAI's, which this route passes on as it is; the translating routes serve "
+        "it (/v1/responses, /v1/messages, /api/chat)",
+        "not_found",
+    )
 
 
 def relay_routed(
@@ -82,6 +121,11 @@ def relay_routed(
         relay.failure = unknown_model(model)
         return
     relay.alias = route.alias
+    if not any(
+        tables.nodes[name].dialect == "openai" for tier in route.tiers for name in tier.nodes
+    ):
+        relay.failure = not_relayed(model)
+        return
     affine = tables.config.routing.affinity == "prefix" and path == "/chat/completions"
     key = prefix_key(body) if affine else None
     cancelled = threading.Event()

@@ -151,7 +151,7 @@ def test_a_settle_hook_runs_once_however_the_response_ends(ending):
     assert not response._add_settle_hook(lambda: ran.append(2))  # settled: the caller runs it
 
 
-def test_an_anthropic_dialect_node_serves_the_ollama_face_and_is_skipped_by_the_relay():
+def test_an_anthropic_dialect_node_serves_the_ollama_face_and_is_not_relayed():
     from llmchat.testing import ScriptedServer
 
     from ...support.anthropic import message_events, sse, sse_reply
@@ -181,9 +181,37 @@ def test_an_anthropic_dialect_node_serves_the_ollama_face_and_is_skipped_by_the_
             assert "".join(line["message"]["content"] for line in lines) == "from the claude node"
             sent = server.requests[-1]
             assert sent.path.endswith("/messages") and sent.json()["model"] == "claude-x"
-            with pytest.raises(openai.InternalServerError) as caught:  # the byte relay
+            with pytest.raises(openai.NotFoundError) as caught:  # the byte relay: at once
                 chat(openai_client(url), "m")
-            assert caught.value.status_code == 503
+            assert "the translating routes serve it" in caught.value.message
+            assert caught.value.response.headers["x-llmchat-node"] == "proxy"
             assert len(server.requests) == 1
     finally:
         server.stop()
+
+
+def test_the_relay_takes_an_aliass_openai_nodes_and_refuses_one_with_none():
+    with nodes("box", "gpu") as (box, gpu):
+        tiers = {
+            "other": [Tier("x", ("box",))],
+            "mixed": [Tier("x", ("box",)), Tier("y", ("gpu",))],
+        }
+        routed = RoutedUpstream(
+            config([node_config(box, dialect="ollama"), node_config(gpu)], tiers)
+        )
+        with routed_proxy(routed) as (url, sink):
+            client = openai_client(url)
+            # No node of "other" speaks OpenAI's wire: a 404 no retry mends, not a 503.
+            with pytest.raises(openai.NotFoundError) as caught:
+                chat(client, "other", stream=True)
+            assert "'other' is not served on this route" in caught.value.message
+            assert "retry-after" not in caught.value.response.headers
+            answer = chat(client, "mixed")  # the OpenAI node of its second tier
+            assert answer.headers["x-llmchat-node"] == "gpu"
+            assert answer.parse().choices[0].message.content == "answer from gpu"
+            events = sink.wait(2)
+        assert [(e["alias"], e["status"], e["error_type"]) for e in events] == [
+            ("other", 404, "not_found"),
+            ("mixed", 200, None),
+        ]
+        assert box.chats == 0 and [body["model"] for body in gpu.chat_bodies()] == ["y"]
