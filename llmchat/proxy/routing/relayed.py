@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ... import wire_json
 from ...transport import Exchange
 from ..failures import Failure
+from ..openai_models import model_list
 from ..relay import Relay, open_relay
 from ..upstream import Upstream
 from .admission import Busy, retryable
@@ -29,7 +30,7 @@ from .table import unknown_model
 if TYPE_CHECKING:
     from .upstream import RoutedUpstream
 
-__all__ = ["model_list", "relay_routed"]
+__all__ = ["relay_routed"]
 
 
 class _Listing:
@@ -54,14 +55,6 @@ def _body(data: bytes | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
-
-
-def model_list(names: list[str]) -> dict[str, Any]:
-    """OpenAI's ``GET /models`` answer naming `names` (the proxy's own listing)."""
-    listing = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "llmchat"} for name in names
-    ]
-    return {"object": "list", "data": listing}
 
 
 def relay_routed(
