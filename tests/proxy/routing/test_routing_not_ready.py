@@ -10,6 +10,8 @@ test clock, the probe schedule is driven with `run_due`.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -64,6 +66,16 @@ def test_a_503_is_not_ready_never_an_ejection(
     assert ejects(error_class, status) is ejected
 
 
+@contextlib.contextmanager
+def probed_nodes() -> Iterator[tuple[ProbedNode, ProbedNode]]:
+    a, b = ProbedNode("a"), ProbedNode("b")
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
 def _routed(a: Node, b: Node, clock: Clock, **options: Any) -> RoutedUpstream:
     """Alias ``m``: node `a` first, `b` as the next tier (so a request tries `a` first)."""
     tiers = {"m": [Tier("x", ("a",)), Tier("x", ("b",))]}
@@ -80,8 +92,7 @@ def _state(routed: RoutedUpstream, name: str) -> tuple[str, bool, dict[str, Any]
 def test_a_probes_503_is_loading_whatever_the_dialect(dialect: str) -> None:
     """llama-server's ``/health`` and any dialect's model listing: a 503 is loading, not down."""
     clock = Clock()
-    a, b = ProbedNode("a"), ProbedNode("b")
-    try:
+    with probed_nodes() as (a, b):
         routed = _routed(a, b, clock, dialect=dialect)
         a.probe = LOADING
         results = routed.health.probe_now()
@@ -93,9 +104,6 @@ def test_a_probes_503_is_loading_whatever_the_dialect(dialect: str) -> None:
         routed.health.probe_now()
         assert _state(routed, "a")[:2] == ("healthy", True)
         routed.close()
-    finally:
-        a.stop()
-        b.stop()
 
 
 @pytest.mark.parametrize("face", ["completions", "relay"])
@@ -103,8 +111,7 @@ def test_a_requests_503_holds_the_node_until_a_probe_finds_it_healthy(face: str)
     """A request answered 503 goes to the next node; the 503 node is out, unstruck, until a
     probe says it serves: one probe later for a node that sheds load, longer for one loading."""
     clock = Clock()
-    a, b = ProbedNode("a"), ProbedNode("b")
-    try:
+    with probed_nodes() as (a, b):
         routed = _routed(a, b, clock)
         routed.health.run_due()  # the schedule runs (a test's `start`): both nodes healthy
         with routed_proxy(routed) as (url, sink):
@@ -141,16 +148,12 @@ def test_a_requests_503_holds_the_node_until_a_probe_finds_it_healthy(face: str)
             events = sink.wait(3)
             assert [e["node"] for e in events] == ["b", "b", "a"]
             assert all(e["ok"] for e in events)
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_a_shedding_node_is_back_after_one_probe() -> None:
     """A plain 503 from a server whose probe still answers: out until that probe, no longer."""
     clock = Clock()
-    a, b = ProbedNode("a"), ProbedNode("b")
-    try:
+    with probed_nodes() as (a, b):
         routed = _routed(a, b, clock)
         routed.health.run_due()
         with routed_proxy(routed) as (url, _):
@@ -161,16 +164,12 @@ def test_a_shedding_node_is_back_after_one_probe() -> None:
             routed.health.run_due()  # due at once, at the same clock time: no interval waited
             assert _state(routed, "a")[:2] == ("healthy", True)
             assert chat(openai_client(url), "m").headers["x-llmchat-node"] == "a"
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_without_a_prober_a_503_stays_the_requests() -> None:
     """Nothing would make a held node eligible again: with no probe schedule, no hold."""
     clock = Clock()
-    a, b = ProbedNode("a"), ProbedNode("b")
-    try:
+    with probed_nodes() as (a, b):
         routed = _routed(a, b, clock)
         with routed_proxy(routed) as (url, _):
             a.override = lambda request: LOADING
@@ -179,6 +178,3 @@ def test_without_a_prober_a_503_stays_the_requests() -> None:
             assert routed.health.report(routed.nodes["a"])["strikes"] == 0
             a.override = None
             assert chat(openai_client(url), "m").headers["x-llmchat-node"] == "a"
-    finally:
-        a.stop()
-        b.stop()
