@@ -1,4 +1,5 @@
-"""The one-upstream proxy never loads the routed upstream: nodes, health, admission, probes.
+"""The one-upstream proxy never loads the routed upstream (nodes, health, admission, probes)
+nor the config (its loader, its schema checks).
 
 `import llmchat.proxy` (and an app over one upstream) leaves routing's
 upstream half unimported; a `RoutedUpstream` still makes a routed app. Each
@@ -16,6 +17,8 @@ import pytest
 from ...test_proxy_layers import ROOT
 
 HEAVY = (
+    "llmchat.proxy.routing.config",
+    "llmchat.proxy.routing.config_checks",
     "llmchat.proxy.routing.upstream",
     "llmchat.proxy.routing.health",
     "llmchat.proxy.routing.admission",
@@ -23,7 +26,8 @@ HEAVY = (
     "llmchat.proxy.routing.probes",
     "llmchat.proxy.routing.relayed",
 )
-"""Routing's modules a proxy over one upstream has no use for."""
+"""Routing's modules a proxy over one upstream has no use for (it checks key policies on
+every request, so `routing.keys` it loads: a module of plain functions)."""
 
 
 def _loaded(code: str) -> list[str]:
