@@ -1,4 +1,5 @@
-"""`llmchat usage`: the proxy's usage totals per model, per UTC day and per key id.
+"""`llmchat usage`: the proxy's usage totals per model, per UTC day and per key id
+(and, for a routing proxy's records, per node and per alias).
 
 Reads an SQLite file or a ``postgresql://`` database (`--db`), or a JSON-lines
 log (`--log`, loaded into an in-memory SQLite store so every source is summed
@@ -20,12 +21,21 @@ if TYPE_CHECKING:  # the proxy package loads only when the command runs
 
 __all__ = ["add_parser"]
 
-_HEADINGS = {"model": "per model", "day": "per day (UTC)", "key_id": "per key id"}
+_HEADINGS = {
+    "model": "per model",
+    "day": "per day (UTC)",
+    "key_id": "per key id",
+    "node": "per node",
+    "alias": "per alias",
+}
+_ROUTED = ("node", "alias")
+"""Groupings only a routing proxy's rows have: their tables are left out when no row has one."""
 _COLUMNS = (
     "requests",
     "ok",
     "failed",
     "input_tokens",
+    "cached_tokens",
     "output_tokens",
     "content_bytes",
     "duration_s",
@@ -38,9 +48,10 @@ def add_parser(commands: Any) -> None:
         "usage",
         help="print the proxy's usage totals per model, per day and per key id",
         description=(
-            "Sum the proxy's usage records (requests, ok/failed, input/output tokens, "
-            "content bytes, duration) per model, per UTC day and per key id, from the "
-            "store `llmchat proxy --usage-db` writes or the log `--usage-log` appends."
+            "Sum the proxy's usage records (requests, ok/failed, input/cached/output "
+            "tokens, content bytes, duration) per model, per UTC day and per key id (and "
+            "per node and per alias for a routing proxy's), from the store "
+            "`llmchat proxy --usage-db` writes or the log `--usage-log` appends."
         ),
     )
     source = usage.add_mutually_exclusive_group(required=True)
@@ -154,6 +165,8 @@ def _print_tables(
     print(f"usage from {source}, {since} to {until} (UTC days)", file=out)
     total = _overall(groups)
     for by, totals in groups.items():
+        if by in _ROUTED and all(t.key is None for t in totals):
+            continue  # a one-upstream proxy's records: a table of "(none)" says nothing
         rows = [[t.key if t.key is not None else "(none)", *_cells(t.as_dict())] for t in totals]
         rows.append(["total", *_cells(total)])
         print(file=out)

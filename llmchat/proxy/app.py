@@ -17,6 +17,7 @@ import functools
 import hmac
 import inspect
 import logging
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
@@ -28,7 +29,6 @@ from .error_shapes import face_of
 from .faces import anthropic, ollama, openai, responses
 from .router import Route, Router
 from .routing.keys import KEY_POLICY, KeyRing
-from .routing.upstream import RoutedUpstream
 from .upstream import Upstream
 from .usage import UsageLog
 from .usage.backend import store_of
@@ -49,6 +49,16 @@ StartResponse = Callable[..., Any]
 
 FACES: Final = (ollama, anthropic, openai, responses)
 """The face packages the app registers, each by its ``register(router, completions)``."""
+
+
+def _is_routed(upstream: object) -> bool:
+    """Whether `upstream` is a `routing.RoutedUpstream`, without importing routing's upstream.
+
+    Only a loaded ``routing.upstream`` can have made one, and the one-upstream
+    proxy never loads it (nodes, health, admission: start-up time for nothing).
+    """
+    module = sys.modules.get("llmchat.proxy.routing.upstream")
+    return module is not None and isinstance(upstream, module.RoutedUpstream)
 
 
 class AppOptions(TypedDict, total=False):
@@ -118,7 +128,7 @@ class ProxyApp:
         if max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
         # A RoutedUpstream answers what the faces ask of an `Upstream` (duck-typed).
-        routed = isinstance(upstream, RoutedUpstream)
+        routed = _is_routed(upstream)
         self.upstream: Upstream = upstream if routed else Upstream(upstream)
         self.usage = UsageLog(usage_log)
         self._api_key = api_key.encode("utf-8") if api_key else None

@@ -128,6 +128,8 @@ class StreamBody(AccountedBody):
         event.output_tokens = (
             output_tokens if output_tokens is not None else response.completion_tokens
         )
+        # The translators keep no cache count: the Response's is the upstream's own.
+        event.cached_tokens = response.cached_tokens
         event.content_bytes = content_bytes
         if response.model and not event.model:
             event.model = response.model

@@ -17,20 +17,22 @@ other way round.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config import (
-    DIALECTS,
-    ConfigError,
-    KeyPolicy,
-    NodeConfig,
-    RoutingConfig,
-    RoutingOptions,
-    Tier,
-    load_config,
-    parse_config,
-)
-from .keys import KeyRing, allows
+if TYPE_CHECKING:
+    from .config import (
+        DIALECTS,
+        ConfigError,
+        KeyPolicy,
+        NodeConfig,
+        RoutingConfig,
+        RoutingOptions,
+        Tier,
+        load_config,
+        parse_config,
+    )
+    from .keys import KeyRing, allows
+    from .upstream import RoutedUpstream as RoutedUpstream  # re-exported, lazily
 
 __all__ = [
     "DIALECTS",
@@ -46,9 +48,14 @@ __all__ = [
     "parse_config",
 ]
 
+_HOMES = {"KeyRing": "keys", "allows": "keys", "RoutedUpstream": "upstream"}
+"""The public names not from `config`, by module. Each name is imported when first asked
+for: the one-upstream proxy checks key policies (`keys`) on every request but never loads
+the config, its schema checks or the routed upstream (nodes, backends, health)."""
+
 
 def __getattr__(name: str) -> Any:
-    # The routed upstream pulls in the nodes and backends: imported when first asked for.
-    if name == "RoutedUpstream":
-        return importlib.import_module(f"{__name__}.upstream").RoutedUpstream
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES.get(name) or ("config" if name in __all__ else None)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -1,12 +1,18 @@
 """The ejection policy: which failures take a node out, and for how long.
 
-A node that fails a request (a refused connection, a timeout, a 5xx, a
-broken answer, or a refusal of the proxy's own key) is ejected for a
+A node that fails a request (a refused connection, a timeout, a 5xx but
+503, a broken answer, or a refusal of the proxy's own key) is ejected for a
 back-off: `BACKOFF_BASE` seconds, doubling with each ejection that follows
 without a success in between, up to `BACKOFF_CAP`. A failure that is the
 client's (a 4xx other than 401, 403 and 408, a 429) or a cancel never
 ejects. The back-off is the least time out; the node comes back only when a
 probe succeeds after it (`health.HealthMonitor`), never by time alone.
+
+A 503 is not a failure: the node is up but not serving yet (llama-server
+answers it while loading its model; a server shedding load says the same).
+`not_ready` is that one rule, for a request's answer and a probe's alike:
+the node is not eligible until a probe finds it healthy, with no strike and
+no back-off.
 
 Pure bookkeeping (no I/O, no clock of its own): `Backoff` is one node's
 state, and every method takes the time it acts at.
@@ -17,7 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["BACKOFF_BASE", "BACKOFF_CAP", "EJECTING_CLASSES", "Backoff", "ejects"]
+__all__ = [
+    "BACKOFF_BASE",
+    "BACKOFF_CAP",
+    "EJECTING_CLASSES",
+    "NOT_READY_STATUS",
+    "Backoff",
+    "ejects",
+    "not_ready",
+]
 
 BACKOFF_BASE: Final = 5.0
 """Seconds out after a first ejection."""
@@ -27,6 +41,9 @@ BACKOFF_CAP: Final = 60.0
 EJECTING_CLASSES: Final = frozenset({"connection", "timeout", "response", "unknown"})
 """`Response.error_class` values that eject whatever the status (``http`` depends on it)."""
 
+NOT_READY_STATUS: Final = 503
+"""The status of a node that is up but not serving yet (loading its model, shedding load)."""
+
 _NODE_STATUSES: Final = frozenset({401, 403, 408})
 """4xx statuses that are the node's doing, not the client's: its key refused, its timeout."""
 
@@ -34,16 +51,24 @@ _NODE_STATUSES: Final = frozenset({401, 403, 408})
 def ejects(error_class: str | None, status: int | None = None) -> bool:
     """Whether a request that failed with `error_class` (and HTTP `status`) ejects its node.
 
-    ``http`` ejects for a 5xx, an answer with no status, and 401, 403 or
-    408; any other 4xx (429 included) is the client's or a capacity answer.
-    A cancel (``client_abort``, ``cancelled``) and anything unknown to the
-    table never ejects.
+    ``http`` ejects for a 5xx but 503 (`not_ready`), an answer with no
+    status, and 401, 403 or 408; any other 4xx (429 included) is the
+    client's or a capacity answer. A cancel (``client_abort``,
+    ``cancelled``) and anything unknown to the table never ejects.
     """
     if error_class in EJECTING_CLASSES:
         return True
-    if error_class != "http":
+    if error_class != "http" or not_ready(error_class, status):
         return False
     return status is None or status >= 500 or status in _NODE_STATUSES
+
+
+def not_ready(error_class: str | None, status: int | None) -> bool:
+    """Whether an answer (a request's or a probe's) says its node is up but not serving yet.
+
+    A 503: not eligible until a probe finds the node healthy; never a strike.
+    """
+    return error_class == "http" and status == NOT_READY_STATUS
 
 
 @dataclass

@@ -9,8 +9,12 @@ result does to a node:
 
 - healthy: the node's slot count goes to `set_capacity`; an ejected node
   whose back-off is over is readmitted (never by time alone);
-- loading (llama-server's 503): `set_loading(True)`, not a failure; the node
-  is not eligible until a probe finds it healthy;
+- loading (a 503: llama-server loading its model, a server shedding load):
+  `set_loading(True)`, not a failure; the node is not eligible until a probe
+  finds it healthy. A request answered 503 (`ejections.not_ready`, the same
+  rule) does the same and has the node probed at once, when a prober runs
+  (`start`, or a test driving `run_due`): without one nothing would ever
+  make the node eligible again, so the 503 is only the request's;
 - down, or a request failure that `ejections.ejects`: the node is ejected
   for a back-off (5 s, doubling to 60 s while it keeps failing, back to 5 s
   once it serves), and probed again when the back-off ends, then every
@@ -34,7 +38,7 @@ from typing import Any, Final, Protocol
 
 from ...backends.openai_common import OpenAICommon
 from ...redact import Redactor
-from .ejections import BACKOFF_BASE, BACKOFF_CAP, Backoff, ejects
+from .ejections import BACKOFF_BASE, BACKOFF_CAP, Backoff, ejects, not_ready
 from .probes import ProbeResult, probe_backend
 
 __all__ = ["DEFAULT_INTERVAL", "HealthMonitor", "HealthTarget", "health_report", "probe_target"]
@@ -131,6 +135,8 @@ class HealthMonitor:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._scheduled = False
+        """Whether probes run on a schedule (`start`, `run_due`): a 503 may then hold a node."""
         self.set_targets(targets)
 
     def __repr__(self) -> str:
@@ -145,6 +151,7 @@ class HealthMonitor:
         with self._lock:
             if self._thread is not None:
                 return
+            self._scheduled = True
             self._thread = threading.Thread(target=self._run, name="llmchat-health", daemon=True)
         self._thread.start()
 
@@ -202,8 +209,12 @@ class HealthMonitor:
         back-off, before a probe readmitted it, ejects it again for longer):
         many requests failing at once on a dying node are one ejection. A
         client's failure (a 400) or a cancel never ejects. The node is
-        probed again when its back-off ends.
+        probed again when its back-off ends. A 503 (`ejections.not_ready`)
+        is not a failure: `hold` the node for the prober instead.
         """
+        if not_ready(error_class, status):
+            self.hold(target)
+            return False
         if not ejects(error_class, status):
             return False
         shown = f"HTTP {status}" if error_class == "http" and status is not None else error_class
@@ -215,6 +226,25 @@ class HealthMonitor:
             watch.failures += 1
             self._eject(watch, now, f"a request failed ({shown})")
         self._wake.set()
+        return True
+
+    def hold(self, target: HealthTarget) -> bool:
+        """A request to `target` was answered 503: not eligible until a probe finds it healthy.
+
+        As a probe's 503 would: `set_loading(True)`, no strike, no back-off,
+        and the node probed at once (a server shedding load is back in one
+        probe; one loading its model stays out until it has loaded). Only
+        while probes run on a schedule, else nothing would readmit it; an
+        ejected node keeps its back-off. Returns whether the node is held.
+        """
+        with self._lock:
+            watch = self._watches.get(id(target))
+            if watch is None or not self._scheduled or watch.backoff.ejected:
+                return False
+            target.set_loading(True)
+            watch.next_probe = min(watch.next_probe, self._clock())
+        self._wake.set()
+        log.info("node %s answered 503: not eligible until a probe finds it healthy", target.name)
         return True
 
     def note_success(self, target: HealthTarget) -> None:
@@ -253,6 +283,7 @@ class HealthMonitor:
         """
         now = self._clock()
         with self._lock:
+            self._scheduled = True
             due = [w for w in self._watches.values() if w.next_probe <= now]
         if due:
             self._round(due)

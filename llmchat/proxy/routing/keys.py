@@ -13,10 +13,15 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 from ...errors import InvalidArgumentError
 from ...redact import check_secret
-from .config import ConfigError, KeyPolicy
+
+if TYPE_CHECKING:
+    # Only a type here: every request's policy check (`refusal`) runs in the
+    # one-upstream proxy too, which should not load the config's schema checks.
+    from .config import KeyPolicy
 
 __all__ = ["FORBIDDEN_TYPE", "KEY_POLICY", "KeyRing", "allows", "refusal"]
 
@@ -76,6 +81,8 @@ class KeyRing:
                 first[secret] = i
                 entries.append((secret, policy))
         if errors:
+            from .config import ConfigError  # loaded already: the policies came from a config
+
             raise ConfigError(errors, "the environment")
         self._entries = tuple(entries)
 

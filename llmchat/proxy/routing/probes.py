@@ -7,7 +7,8 @@
   count (``total_slots``) and context size (`probe_server_limits`); 503 is
   llama-server's "Loading model" (the only 503 its ``/health`` answers); a
   server without the route (404, 405) is asked ``GET {api_url}/models``
-  instead.
+  instead. A listing's 503 is loading too (`ejections.not_ready`: up, not
+  serving yet), never down.
 - ``anthropic``, ``responses``, ``gemini``: the dialect's model listing,
   ``GET {api_url}/models``; ``ollama``: ``GET {api_url}/api/tags``.
 
@@ -25,6 +26,7 @@ from typing import Final, Literal, TypeAlias
 
 from ...backends.openai_common import OpenAICommon
 from ...counts import is_positive_int
+from .ejections import not_ready
 
 __all__ = ["LISTING_ROUTES", "ProbeResult", "ProbeState", "probe_backend"]
 
@@ -88,7 +90,7 @@ def _probe_llama(backend: OpenAICommon) -> ProbeResult:
     )
     if status in _NO_ROUTE:
         return _probe_listing(backend, LISTING_ROUTES["openai"])
-    if status == 503:
+    if not_ready("http", status):
         return ProbeResult("loading", label, "the server is loading its model (HTTP 503)")
     if status != 200:
         # A 200 whose body is not JSON (vLLM answers an empty one) is still healthy.
@@ -112,4 +114,6 @@ def _probe_listing(backend: OpenAICommon, route: str) -> ProbeResult:
     status, _, note = backend._side_request("GET", backend._url(route), label=label)
     if status == 200:
         return ProbeResult("healthy", label)
+    if not_ready("http", status):  # up, not serving yet: `ejections`' one 503 rule
+        return ProbeResult("loading", label, f"{label} answered HTTP {status}")
     return ProbeResult("down", label, note or f"{label} answered HTTP {status}")

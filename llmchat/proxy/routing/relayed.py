@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ... import wire_json
 from ...transport import Exchange
 from ..failures import Failure
+from ..openai_models import model_list
 from ..relay import Relay, open_relay
 from ..upstream import Upstream
 from .admission import Busy, retryable
@@ -30,7 +31,7 @@ from .table import unknown_model
 if TYPE_CHECKING:
     from .upstream import RoutedUpstream
 
-__all__ = ["model_list", "not_relayed", "relay_routed"]
+__all__ = ["not_relayed", "relay_routed"]
 
 
 class _Listing:
@@ -55,36 +56,6 @@ def _body(data: bytes | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
-
-
-def model_list(names: list[str]) -> dict[str, Any]:
-    """The ``GET /v1/models`` answer naming `names` (the proxy's own listing).
-
-    OpenAI's and Anthropic's list share the path and ``data[].id``: each entry
-    also has Anthropic's members (``type``, ``display_name``, ``created_at``) and
-    the page its ``has_more``, ``first_id`` and ``last_id``, so both SDKs (and
-    an agent's model picker) read the same answer whole.
-    """
-    listing = [
-        {
-            "id": name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "llmchat",
-            "type": "model",
-            "display_name": name,
-            "created_at": "1970-01-01T00:00:00Z",
-        }
-        for name in names
-    ]
-    first, last = (names[0], names[-1]) if names else (None, None)
-    return {
-        "object": "list",
-        "data": listing,
-        "has_more": False,
-        "first_id": first,
-        "last_id": last,
-    }
 
 
 def not_relayed(model: str) -> Failure:

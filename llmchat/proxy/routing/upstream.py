@@ -15,12 +15,14 @@ eligible node at all is a 503 with it.
 
 The slot is held until the node's Response settles (streams included; a
 cancel too) and released once. One ejection policy, the `health` monitor's
-(`ejections`): a node that fails a request (`ejections.ejects`, but a 503:
-loading or shedding load is the prober's to judge) is ejected for a back-off
-(`PASSIVE_BACKOFF`, doubling to `MAX_BACKOFF`). After the back-off it is
-eligible again for routing, and readmitted (its back-off cleared) by the
-first probe that succeeds or by a request that starts on it, whichever
-comes first; a failure then ejects it for twice as long. `start_health()`
+(`ejections`): a node that fails a request (`ejections.ejects`) is ejected
+for a back-off (`PASSIVE_BACKOFF`, doubling to `MAX_BACKOFF`). After the
+back-off it is eligible again for routing, and readmitted (its back-off
+cleared) by the first probe that succeeds or by a request that starts on
+it, whichever comes first; a failure then ejects it for twice as long. A
+503 (`ejections.not_ready`: loading, or shedding load) is no failure: the
+node is not eligible until a probe finds it healthy, as a probe's 503
+would leave it, with no back-off. `start_health()`
 starts the probing thread (after a fork, never at construction); without it
 the passive rules alone apply. `health_report()` is ``GET /health``'s answer.
 
@@ -297,10 +299,8 @@ class RoutedUpstream:
     # -- passive health -----------------------------------------------------
 
     def on_failure(self, node: NodeState, error_class: str, status: int | None = None) -> None:
-        """A request failed on `node`: the monitor ejects it when the node is at fault
-        (`ejections.ejects`); a 503 (loading or shedding load) is left to the prober."""
-        if error_class == "http" and status == 503:
-            return
+        """A request failed on `node`: the monitor judges it by `ejections`' rules, as it
+        judges a probe (ejected when at fault; held for the prober on a 503)."""
         self.health.note_failure(node, error_class, status)
 
     def on_success(self, node: NodeState) -> None:

@@ -58,6 +58,10 @@ class UsageEvent:
     """The index of the alias's tier that node served; None without routing."""
     alias: str | None = None
     """The configured name (or glob) the client's model matched; None without routing."""
+    cached_tokens: int | None = None
+    """Of `input_tokens`, those the upstream served from its prompt cache (llama-server's
+    ``cache_n``, OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's
+    ``cache_read_input_tokens``, ...); None when the upstream did not say."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as every sink gets them, each within its `fields` rule."""

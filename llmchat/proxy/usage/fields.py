@@ -20,10 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_TEXT", "ROUTING_FIELDS", "UNKNOWN_ROUTE", "clean", "parse"]
-
-ROUTING_FIELDS: Final = ("node", "tier", "alias")
-"""The fields routing adds: in the JSON-lines log, not (yet) in the SQL stores' columns."""
+__all__ = ["MAX_TEXT", "UNKNOWN_ROUTE", "clean", "parse"]
 
 MAX_TEXT: Final = 256
 """The longest string any field holds, in characters (a model name's bound)."""
@@ -101,6 +98,7 @@ RULES: Final[Mapping[str, _Rule]] = {
     "node": _Rule(str, nullable=True, limit=64),
     "tier": _Rule(int, nullable=True, limit=999),
     "alias": _Rule(str, nullable=True),
+    "cached_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
 }
 """One rule per `UsageEvent` field (`event` checks the two lists agree)."""
 

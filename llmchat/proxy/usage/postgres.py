@@ -14,7 +14,7 @@ from psycopg import conninfo
 
 from ...errors import InvalidArgumentError
 from ...redact import Redactor
-from .sql import SqlStore
+from .sql import TABLE, SqlStore
 
 __all__ = ["PostgresStore"]
 
@@ -94,4 +94,14 @@ class PostgresStore(SqlStore["psycopg.Connection[tuple[Any, ...]]"]):
             self._execute(conn, "SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             for statement in statements():
                 self._execute(conn, statement)
-            self.check_version(conn)
+            self.upgrade(conn)
+
+    def _column_names(self, conn: psycopg.Connection[tuple[Any, ...]]) -> set[str]:
+        # The schema the unqualified table name resolves to (the search path's first).
+        rows = self._execute(
+            conn,
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = %s",
+            (TABLE,),
+        )
+        return {str(row[0]) for row in rows}

@@ -7,6 +7,11 @@ processes on one machine). Both keep the same schema, written here once:
 table ``llmchat_usage`` with a column per `UsageEvent` field plus ``day`` (the
 UTC date of ``started_at``, so grouping by day is the same SQL in both), and
 ``llmchat_usage_schema`` holding the schema's version.
+
+A table an older llmchat created is brought up to date when a store opens it
+(`SqlStore.upgrade`): the columns it lacks are added (nullable, so its rows
+read as "not recorded"), inside the same transaction and cross-process lock
+that creates a new schema, so concurrent openers add each column once.
 """
 
 from __future__ import annotations
@@ -20,22 +25,20 @@ from typing import Any, Generic, TypeVar
 
 from ...errors import InvalidArgumentError, LLMChatError
 from .event import UsageEvent
-from .fields import ROUTING_FIELDS
 from .store import GROUPINGS, Total, time_bounds
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "TABLE", "VERSION_TABLE", "SqlStore"]
 
-SCHEMA_VERSION = 1
-"""Bumped when a column changes; a store refuses a database with a newer version."""
+SCHEMA_VERSION = 2
+"""Bumped when a column changes; a store refuses a database with a newer version.
+
+1: the request's fields; 2: adds ``node``, ``tier``, ``alias`` and ``cached_tokens``."""
 
 TABLE = "llmchat_usage"
 VERSION_TABLE = "llmchat_usage_schema"
 
-COLUMNS: tuple[str, ...] = (
-    *(f.name for f in fields(UsageEvent) if f.name not in ROUTING_FIELDS),
-    "day",
-)
-"""The row's columns, in insert order: every event field but routing's, then the UTC day."""
+COLUMNS: tuple[str, ...] = (*(f.name for f in fields(UsageEvent)), "day")
+"""The row's columns, in insert order: every event field, then the UTC day."""
 
 _TYPES = {
     "request_id": "TEXT NOT NULL",
@@ -52,9 +55,19 @@ _TYPES = {
     "error_type": "TEXT",
     "started_at": "DOUBLE PRECISION NOT NULL",
     "key_id": "TEXT",
+    "node": "TEXT",
+    "tier": "INTEGER",
+    "alias": "TEXT",
+    "cached_tokens": "BIGINT",
     "day": "TEXT NOT NULL",
 }
 assert set(_TYPES) == set(COLUMNS), "every UsageEvent field needs a column type"
+
+ADDED_COLUMNS: tuple[str, ...] = ("node", "tier", "alias", "cached_tokens")
+"""The columns schema version 1 lacks, added to such a table when a store opens it.
+
+Nullable all (a column added to rows that exist cannot be NOT NULL without a default)."""
+assert all("NOT NULL" not in _TYPES[name] for name in ADDED_COLUMNS)
 
 
 def _row(event: UsageEvent) -> tuple[Any, ...]:
@@ -101,7 +114,11 @@ class SqlStore(Generic[Conn]):
         raise NotImplementedError
 
     def _create_schema(self, conn: Conn, statements: Callable[[], list[str]]) -> None:
-        """Run `statements()` and the version check, once and serialized across processes."""
+        """Run `statements()` and `upgrade`, once and serialized across processes."""
+        raise NotImplementedError
+
+    def _column_names(self, conn: Conn) -> set[str]:
+        """The columns the usage table has (in the transaction `_create_schema` holds)."""
         raise NotImplementedError
 
     def describe_error(self, exc: BaseException) -> str:
@@ -117,20 +134,29 @@ class SqlStore(Generic[Conn]):
             f"CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at)",
         ]
 
-    def check_version(self, conn: Conn) -> None:
-        """Record this schema's version in a new database; refuse a newer one."""
+    def upgrade(self, conn: Conn) -> None:
+        """Refuse a newer schema; add the columns an older one lacks; record this version.
+
+        Called by `_create_schema` under its cross-process lock, after the
+        ``CREATE ... IF NOT EXISTS``: idempotent, and a second opener finds
+        the columns there. A version's rows are kept (the history of upgrades).
+        """
         rows = self._execute(conn, f"SELECT MAX(version) FROM {VERSION_TABLE}")
         found = rows[0][0] if rows else None
-        if found is None:
+        if found is not None and int(found) > SCHEMA_VERSION:
+            raise LLMChatError(
+                f"the usage database has schema version {found}; this llmchat knows "
+                f"{SCHEMA_VERSION} (upgrade llmchat)"
+            )
+        present = {name.lower() for name in self._column_names(conn)}
+        for name in ADDED_COLUMNS:
+            if name not in present:
+                self._execute(conn, f"ALTER TABLE {TABLE} ADD COLUMN {name} {_TYPES[name]}")
+        if found is None or int(found) < SCHEMA_VERSION:
             self._execute(
                 conn,
                 f"INSERT INTO {VERSION_TABLE} (version) VALUES ({self.placeholder})",
                 (SCHEMA_VERSION,),
-            )
-        elif int(found) > SCHEMA_VERSION:
-            raise LLMChatError(
-                f"the usage database has schema version {found}; this llmchat knows "
-                f"{SCHEMA_VERSION} (upgrade llmchat)"
             )
 
     def schema_version(self) -> int:
@@ -186,7 +212,8 @@ class SqlStore(Generic[Conn]):
             params.append(high)
         sql = (
             f"SELECT {by}, COUNT(*), SUM(CASE WHEN ok THEN 1 ELSE 0 END), "
-            "SUM(input_tokens), SUM(output_tokens), SUM(content_bytes), SUM(duration_ms) "
+            "SUM(input_tokens), SUM(output_tokens), SUM(content_bytes), SUM(duration_ms), "
+            "SUM(cached_tokens) "
             f"FROM {TABLE}{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {by}"
         )
         with self.connection() as conn:
@@ -204,7 +231,7 @@ class SqlStore(Generic[Conn]):
 
 
 def _total(row: Sequence[Any]) -> Total:
-    key, requests, ok, input_tokens, output_tokens, content_bytes, duration = row
+    key, requests, ok, input_tokens, output_tokens, content_bytes, duration, cached = row
     # int()/float(): PostgreSQL sums BIGINT as NUMERIC (a Decimal).
     return Total(
         key=None if key is None else str(key),
@@ -215,4 +242,5 @@ def _total(row: Sequence[Any]) -> Total:
         output_tokens=int(output_tokens or 0),
         content_bytes=int(content_bytes or 0),
         duration_ms=round(float(duration or 0.0), 3),
+        cached_tokens=int(cached or 0),
     )

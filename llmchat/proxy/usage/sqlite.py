@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import InvalidArgumentError, InvalidTypeError
-from .sql import SqlStore
+from .sql import TABLE, SqlStore
 
 __all__ = ["SqliteStore"]
 
@@ -81,11 +81,14 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
         try:
             for statement in statements():
                 conn.execute(statement)
-            self.check_version(conn)
+            self.upgrade(conn)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def _column_names(self, conn: sqlite3.Connection) -> set[str]:
+        return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({TABLE})")}
 
     def close(self) -> None:
         super().close()

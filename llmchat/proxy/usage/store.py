@@ -15,16 +15,17 @@ from .event import UsageEvent
 
 __all__ = ["GROUPINGS", "Total", "UsageStore", "time_bounds"]
 
-GROUPINGS = ("model", "day", "key_id")
-"""What `UsageStore.totals` can group by."""
+GROUPINGS = ("model", "day", "key_id", "node", "alias")
+"""What `UsageStore.totals` can group by (``node`` and ``alias``: a routing proxy's)."""
 
 
 @dataclass(frozen=True)
 class Total:
-    """The sums over one group's rows (one model, one day or one key id)."""
+    """The sums over one group's rows (one model, day, key id, node or alias)."""
 
     key: str | None
-    """The model, the UTC day (``YYYY-MM-DD``) or the key id; None for rows without one."""
+    """The model, the UTC day (``YYYY-MM-DD``), the key id, the node or the alias;
+    None for rows without one."""
     requests: int
     ok: int
     failed: int
@@ -33,6 +34,8 @@ class Total:
     output_tokens: int
     content_bytes: int
     duration_ms: float
+    cached_tokens: int = 0
+    """Of `input_tokens`, served from the upstream's prompt cache (rows that said; else 0)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

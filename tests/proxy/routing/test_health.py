@@ -268,8 +268,8 @@ def test_a_healthy_probe_while_admitted_resets_the_backoff(serve: Any) -> None:
 
 
 KEPT = [("http", 400), ("http", 404), ("http", 422), ("http", 429), ("client_abort", None)]
-KEPT += [("cancelled", None), (None, None)]
-EJECTED = [("http", s) for s in (401, 403, 408, 500, 503, None)]
+KEPT += [("cancelled", None), (None, None), ("http", 503)]  # 503: not ready (no strike)
+EJECTED = [("http", s) for s in (401, 403, 408, 500, 502, None)]
 EJECTED += [(c, None) for c in ("connection", "timeout", "response", "unknown")]
 
 

@@ -46,6 +46,7 @@ def test_json_totals_per_model_day_and_key(
         "ok": 2,
         "failed": 1,
         "input_tokens": 5,
+        "cached_tokens": 0,
         "output_tokens": 8,
         "content_bytes": 37,
         "duration_ms": 2250.0,
@@ -69,11 +70,15 @@ def test_text_tables_and_date_range(source: list[str], capsys: pytest.CaptureFix
     lines = capsys.readouterr().out.splitlines()
     assert "2026-05-02 to 2026-05-02" in lines[0]
     assert lines[2].split() == ["per", "model", *_COLUMNS]
-    assert lines[3].split() == ["m1", "1", "0", "1", "0", "0", "0", "0.250"]
-    assert lines[4].split() == ["m2", "1", "1", "0", "1", "2", "7", "0.500"]
-    assert lines[5].split() == ["total", "2", "1", "1", "1", "2", "7", "0.750"]
+    assert lines[3].split() == ["m1", "1", "0", "1", "0", "0", "0", "0", "0.250"]
+    assert lines[4].split() == ["m2", "1", "1", "0", "1", "0", "2", "7", "0.500"]
+    assert lines[5].split() == ["total", "2", "1", "1", "1", "0", "2", "7", "0.750"]
     assert ["2026-05-01"] not in [line.split()[:1] for line in lines]
-    assert ["(none)", "1", "1", "0", "1", "2", "7", "0.500"] in [line.split() for line in lines]
+    assert ["(none)", "1", "1", "0", "1", "0", "2", "7", "0.500"] in [
+        line.split() for line in lines
+    ]
+    # No routing in these records: no per-node or per-alias table of "(none)".
+    assert not [line for line in lines if line.startswith(("per node", "per alias"))]
 
 
 _COLUMNS = [
@@ -81,6 +86,7 @@ _COLUMNS = [
     "ok",
     "failed",
     "input_tokens",
+    "cached_tokens",
     "output_tokens",
     "content_bytes",
     "duration_s",

@@ -93,6 +93,7 @@ class RelayBody(AccountedBody):
         event, meter = self._event, self._meter
         event.input_tokens = meter.input_tokens
         event.output_tokens = meter.output_tokens
+        event.cached_tokens = meter.cached_tokens
         event.content_bytes = meter.content_bytes
         if meter.model and not event.model:
             event.model = meter.model

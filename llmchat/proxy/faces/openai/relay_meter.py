@@ -20,12 +20,15 @@ __all__ = ["RelayMeter"]
 
 
 class RelayMeter:
-    """Feed it every relayed byte; read `input_tokens`, `output_tokens`, `content_bytes`."""
+    """Feed it every relayed byte; read `input_tokens`, `output_tokens`, `cached_tokens`,
+    `content_bytes`."""
 
     def __init__(self, *, event_stream: bool, max_event_bytes: int | None = None) -> None:
         self.event_stream = event_stream
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.cached_tokens: int | None = None
+        """``prompt_tokens_details.cached_tokens``, as the relayed usage says it (exact)."""
         self.content_bytes = 0
         self.model: str | None = None
         self.finished = False
@@ -79,3 +82,4 @@ class RelayMeter:
         self.model = fields.get("model", self.model)
         self.input_tokens = fields.get("prompt_tokens", self.input_tokens)
         self.output_tokens = fields.get("completion_tokens", self.output_tokens)
+        self.cached_tokens = fields.get("cached_tokens", self.cached_tokens)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from ...bodies import STREAM_HEADERS
 from ...completions import Completions, allowed_models, refused_model
+from ...openai_models import model_list
 from ...router import Route, Router
-from ...routing.relayed import model_list
 from ...server.hangup import HangupWatch, client_socket
 from ...upstream import Relay, UpstreamUnavailable, client_message
 from .relay_body import RelayBody

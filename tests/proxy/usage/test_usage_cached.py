@@ -1,0 +1,188 @@
+"""Usage events carry the cached prompt tokens the upstream reported, for every face.
+
+The upstream is a loopback server answering as llama-server does: ``usage``
+with ``prompt_tokens_details.cached_tokens`` (and ``timings.cache_n``, the
+same count), in the body or, streamed, in the last event when the request
+asked for usage. Each face is driven by its real client (the ``ollama``,
+``anthropic`` and ``openai`` SDKs; the OpenAI face's chat completions are a
+byte relay, the Responses face translates), streamed and not, over one
+upstream and over a `RoutedUpstream` (whose events also name the node, the
+tier and the alias).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from llmchat import OpenAICommon
+from llmchat.proxy.routing.config import Tier
+from llmchat.proxy.routing.upstream import RoutedUpstream
+from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer
+
+from ...support.proxy import UsageSink, running_proxy
+from ..routing.nodes_support import config, node_config
+from ..support import CLIENTS, anthropic_client, ollama_client
+
+PROMPT, CACHED, OUTPUT = 12, 9, 2
+TEXT = "cached hello"
+
+
+def _usage(cached: bool = True) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "prompt_tokens": PROMPT,
+        "completion_tokens": OUTPUT,
+        "total_tokens": PROMPT + OUTPUT,
+    }
+    if cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": CACHED}
+    return usage
+
+
+TIMINGS = {"cache_n": CACHED, "prompt_n": PROMPT - CACHED, "predicted_n": OUTPUT}
+
+
+def llama_like(request: RecordedRequest, cached: bool = True) -> Reply:
+    """A chat completion as llama-server answers one whose prompt was mostly cached
+    (`cached`; else as a server that keeps no count, usage without the details)."""
+    if not request.path.endswith("/chat/completions"):
+        return ChatResponder(TEXT, model="x")(request)  # /models, /props, /health (404)
+    body = request.json()
+    head = {"id": "chatcmpl-1", "created": 0, "model": "x", "system_fingerprint": "b1"}
+    if not body.get("stream"):
+        message = {"role": "assistant", "content": TEXT}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        whole = {**head, "object": "chat.completion", "choices": [choice]}
+        return Reply.json({**whole, "usage": _usage(cached), "timings": TIMINGS})
+    chunk = {**head, "object": "chat.completion.chunk"}
+    events: list[dict[str, Any]] = [
+        {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": TEXT}}]},
+        {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    options = body.get("stream_options") or {}
+    if options.get("include_usage"):
+        events.append({**chunk, "choices": [], "usage": _usage(cached), "timings": TIMINGS})
+    return Reply.sse(events)
+
+
+@contextlib.contextmanager
+def proxy(routed: bool, script: Any = llama_like) -> Iterator[tuple[str, UsageSink]]:
+    """The proxy over a llama-like loopback server: directly, or as node ``a`` of alias ``m``."""
+    sink = UsageSink()
+    with ScriptedServer(script) as url:
+        if routed:
+            upstream: Any = RoutedUpstream(
+                config([node_config("a", url + "/v1")], {"m": [Tier("x", ("a",))]})
+            )
+        else:
+            upstream = OpenAICommon(url + "/v1")
+        try:
+            with running_proxy(upstream, usage_log=sink) as proxy_url:
+                yield proxy_url, sink
+        finally:
+            upstream.close()
+
+
+def _openai(url: str) -> Any:
+    import openai
+
+    client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=10.0)
+    CLIENTS.append(client)
+    return client
+
+
+MESSAGES = [{"role": "user", "content": "hello again"}]
+
+
+Seen = tuple[str, Any]
+"""The answer's text, and the cached count the client was shown (None where it is not)."""
+
+
+def ollama_chat(url: str, stream: bool) -> Seen:
+    client = ollama_client(url)
+    if not stream:
+        answer = client.chat(model="m", messages=MESSAGES)
+        assert answer["prompt_eval_count"] == PROMPT
+        return str(answer["message"]["content"]), None
+    parts = list(client.chat("m", MESSAGES, stream=True))
+    return "".join(part["message"]["content"] for part in parts), None
+
+
+def anthropic_chat(url: str, stream: bool) -> Seen:
+    client = anthropic_client(url)
+    if not stream:
+        answer = client.messages.create(model="m", max_tokens=8, messages=MESSAGES)
+        return str(answer.content[0].text), answer.usage.cache_read_input_tokens
+    with client.messages.stream(model="m", max_tokens=8, messages=MESSAGES) as events:
+        text = "".join(events.text_stream)
+        return text, events.get_final_message().usage.cache_read_input_tokens
+
+
+def openai_chat(url: str, stream: bool) -> Seen:
+    """The OpenAI face: the upstream's bytes relayed, its usage read as they pass."""
+    client = _openai(url)
+    if not stream:
+        answer = client.chat.completions.create(model="m", messages=MESSAGES)
+        details = answer.usage.prompt_tokens_details
+        return str(answer.choices[0].message.content), details and details.cached_tokens
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    details = chunks[-1].usage.prompt_tokens_details
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return text, details and details.cached_tokens
+
+
+def responses_chat(url: str, stream: bool) -> Seen:
+    """The Responses face (its events say ``openai``); the count it shows is its own concern."""
+    client = _openai(url)
+    if not stream:
+        return str(client.responses.create(model="m", input="hello again").output_text), None
+    with client.responses.stream(model="m", input="hello again") as events:
+        for _ in events:
+            pass
+        return str(events.get_final_response().output_text), None
+
+
+FACES: dict[str, Callable[[str, bool], Seen]] = {
+    "ollama": ollama_chat,
+    "anthropic": anthropic_chat,
+    "openai": openai_chat,
+    "responses": responses_chat,
+}
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["one-upstream", "routed"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("face", list(FACES))
+def test_the_event_reports_the_cached_prompt_tokens(face: str, stream: bool, routed: bool) -> None:
+    with proxy(routed) as (url, sink):
+        text, shown = FACES[face](url, stream)
+        [event] = sink.wait(1)
+    assert text == TEXT
+    # The Anthropic and OpenAI clients show the count too (the Responses face shows its own).
+    assert shown == (CACHED if face in ("anthropic", "openai") else None)
+    assert event["ok"] is True and event["stream"] is stream
+    assert event["face"] == ("openai" if face == "responses" else face)
+    assert (event["input_tokens"], event["cached_tokens"]) == (PROMPT, CACHED)
+    assert event["output_tokens"] == OUTPUT
+    if routed:
+        assert (event["node"], event["tier"], event["alias"]) == ("a", 0, "m")
+    else:
+        assert (event["node"], event["tier"], event["alias"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("face", list(FACES))
+def test_an_upstream_that_does_not_say_leaves_it_unknown(face: str, stream: bool) -> None:
+    """No cache count in the usage: None (not reported), never a made-up 0."""
+    with proxy(True, lambda request: llama_like(request, cached=False)) as (url, sink):
+        assert FACES[face](url, stream)[0] == TEXT
+        [event] = sink.wait(1)
+    assert event["ok"] is True and event["input_tokens"] == PROMPT
+    assert event["cached_tokens"] is None
