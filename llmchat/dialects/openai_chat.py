@@ -203,12 +203,19 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     ``usage.completion_tokens_details.reasoning_tokens``, the raw ``usage``
     block, and ``model``; ``input_tokens``/``output_tokens`` (and
     ``input_tokens_details.cached_tokens``) where the usual names are absent.
-    A count of 0 is kept: 0 is a real value.
+    A count of 0 is kept: 0 is a real value. A llama-server older than
+    ``prompt_tokens_details`` says its cache hits only as ``timings.cache_n``:
+    read there when the usage block does not say.
     """
     fields, usage = model_and_usage(payload)
     if usage is not None:
         raw: Any = usage
         _counts(raw, fields)
+    if "cached_tokens" not in fields:
+        timings = payload.get("timings")
+        cache_n = timings.get("cache_n") if isinstance(timings, Mapping) else None
+        if is_count(cache_n):
+            fields["cached_tokens"] = cache_n
     return fields
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..chunk import Chunk
@@ -49,5 +50,21 @@ def openai_chunk(
     else:
         out["choices"] = []
     if chunk.usage is not None:
-        out["usage"] = dict(chunk.usage)
+        out["usage"] = _usage(chunk.usage, chunk.cached_tokens)
+    return out
+
+
+def _usage(usage: Mapping[str, Any], cached: int | None) -> dict[str, Any]:
+    """`usage` with the parsed cache count where OpenAI keeps it.
+
+    Another dialect's usage block (Anthropic's ``cache_read_input_tokens``,
+    Gemini's ``cachedContentTokenCount``, Ollama's) says it in its own words,
+    which the translators, reading OpenAI's, would miss.
+    """
+    out = dict(usage)
+    if cached is not None:
+        details = out.get("prompt_tokens_details")
+        details = dict(details) if isinstance(details, Mapping) else {}
+        details.setdefault("cached_tokens", cached)
+        out["prompt_tokens_details"] = details
     return out

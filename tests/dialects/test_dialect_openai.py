@@ -95,3 +95,22 @@ def test_usage_fields_read_the_responses_spellings_where_the_usual_ones_are_abse
     )
     both = usage_fields({"usage": {"prompt_tokens": 5, "input_tokens": 9, "output_tokens": 1}})
     assert (both["prompt_tokens"], both["completion_tokens"]) == (5, 1)  # the usual name wins
+
+
+@pytest.mark.parametrize(
+    ("payload", "cached"),
+    [
+        ({"usage": {"prompt_tokens": 9}, "timings": {"cache_n": 6}}, 6),  # an older llama-server
+        ({"timings": {"cache_n": 0, "prompt_n": 3}}, 0),  # 0 is a count; no usage block at all
+        (
+            {"usage": {"prompt_tokens_details": {"cached_tokens": 5}}, "timings": {"cache_n": 6}},
+            5,  # the usage block says it: it wins
+        ),
+        ({"usage": {"prompt_tokens": 9}, "timings": {"cache_n": -1}}, None),
+        ({"usage": {"prompt_tokens": 9}, "timings": "cache_n"}, None),
+    ],
+)
+def test_usage_fields_read_llama_servers_cache_n_where_the_usage_does_not_say(
+    payload: dict[str, Any], cached: int | None
+) -> None:
+    assert usage_fields(payload).get("cached_tokens") == cached

@@ -45,9 +45,14 @@ def _usage(cached: bool = True) -> dict[str, Any]:
 TIMINGS = {"cache_n": CACHED, "prompt_n": PROMPT - CACHED, "predicted_n": OUTPUT}
 
 
-def llama_like(request: RecordedRequest, cached: bool = True) -> Reply:
-    """A chat completion as llama-server answers one whose prompt was mostly cached
-    (`cached`; else as a server that keeps no count, usage without the details)."""
+def llama_like(request: RecordedRequest, cached: str | None = "both") -> Reply:
+    """A chat completion as llama-server answers one whose prompt was mostly cached.
+
+    `cached`: ``both`` (today's llama-server: the usage details and
+    ``timings.cache_n``), ``timings`` (an older one: ``cache_n`` only), None (a
+    server that keeps no count: neither).
+    """
+    extra = {"timings": TIMINGS} if cached is not None else {}
     if not request.path.endswith("/chat/completions"):
         return ChatResponder(TEXT, model="x")(request)  # /models, /props, /health (404)
     body = request.json()
@@ -56,7 +61,7 @@ def llama_like(request: RecordedRequest, cached: bool = True) -> Reply:
         message = {"role": "assistant", "content": TEXT}
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
         whole = {**head, "object": "chat.completion", "choices": [choice]}
-        return Reply.json({**whole, "usage": _usage(cached), "timings": TIMINGS})
+        return Reply.json({**whole, "usage": _usage(cached == "both"), **extra})
     chunk = {**head, "object": "chat.completion.chunk"}
     events: list[dict[str, Any]] = [
         {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": TEXT}}]},
@@ -64,7 +69,7 @@ def llama_like(request: RecordedRequest, cached: bool = True) -> Reply:
     ]
     options = body.get("stream_options") or {}
     if options.get("include_usage"):
-        events.append({**chunk, "choices": [], "usage": _usage(cached), "timings": TIMINGS})
+        events.append({**chunk, "choices": [], "usage": _usage(cached == "both"), **extra})
     return Reply.sse(events)
 
 
@@ -139,14 +144,17 @@ def openai_chat(url: str, stream: bool) -> Seen:
 
 
 def responses_chat(url: str, stream: bool) -> Seen:
-    """The Responses face (its events say ``openai``); the count it shows is its own concern."""
+    """The Responses face (its events say ``openai``): the count in ``input_tokens_details``."""
     client = _openai(url)
     if not stream:
-        return str(client.responses.create(model="m", input="hello again").output_text), None
-    with client.responses.stream(model="m", input="hello again") as events:
-        for _ in events:
-            pass
-        return str(events.get_final_response().output_text), None
+        answer = client.responses.create(model="m", input="hello again")
+    else:
+        with client.responses.stream(model="m", input="hello again") as events:
+            for _ in events:
+                pass
+            answer = events.get_final_response()
+    assert answer.usage is not None
+    return str(answer.output_text), answer.usage.input_tokens_details.cached_tokens
 
 
 FACES: dict[str, Callable[[str, bool], Seen]] = {
@@ -165,8 +173,8 @@ def test_the_event_reports_the_cached_prompt_tokens(face: str, stream: bool, rou
         text, shown = FACES[face](url, stream)
         [event] = sink.wait(1)
     assert text == TEXT
-    # The Anthropic and OpenAI clients show the count too (the Responses face shows its own).
-    assert shown == (CACHED if face in ("anthropic", "openai") else None)
+    # Every client but Ollama's (its API has no such count) is shown it too.
+    assert shown == (None if face == "ollama" else CACHED)
     assert event["ok"] is True and event["stream"] is stream
     assert event["face"] == ("openai" if face == "responses" else face)
     assert (event["input_tokens"], event["cached_tokens"]) == (PROMPT, CACHED)
@@ -181,8 +189,73 @@ def test_the_event_reports_the_cached_prompt_tokens(face: str, stream: bool, rou
 @pytest.mark.parametrize("face", list(FACES))
 def test_an_upstream_that_does_not_say_leaves_it_unknown(face: str, stream: bool) -> None:
     """No cache count in the usage: None (not reported), never a made-up 0."""
-    with proxy(True, lambda request: llama_like(request, cached=False)) as (url, sink):
+    with proxy(True, lambda request: llama_like(request, cached=None)) as (url, sink):
         assert FACES[face](url, stream)[0] == TEXT
         [event] = sink.wait(1)
     assert event["ok"] is True and event["input_tokens"] == PROMPT
     assert event["cached_tokens"] is None
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("face", list(FACES))
+def test_an_older_llama_servers_cache_n_is_read(face: str, stream: bool) -> None:
+    """A llama-server from before ``prompt_tokens_details`` says it in ``timings.cache_n``."""
+    with proxy(True, lambda request: llama_like(request, cached="timings")) as (url, sink):
+        assert FACES[face](url, stream)[0] == TEXT
+        [event] = sink.wait(1)
+    assert (event["input_tokens"], event["cached_tokens"]) == (PROMPT, CACHED)
+
+
+def anthropic_like(request: RecordedRequest) -> Reply:
+    """A Messages answer as Anthropic gives one whose prompt was mostly read from its cache."""
+    if not request.path.endswith("/messages"):
+        return Reply.json({"data": [{"id": "x", "type": "model"}], "has_more": False})
+    usage = {"input_tokens": PROMPT - CACHED, "cache_read_input_tokens": CACHED}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "x"}
+    if not request.json().get("stream"):
+        content = [{"type": "text", "text": TEXT}]
+        whole = {**message, "content": content, "stop_reason": "end_turn"}
+        return Reply.json({**whole, "usage": {**usage, "output_tokens": OUTPUT}})
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    return Reply.sse(
+        [
+            {"type": "message_start", "message": start},
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": TEXT},
+            },
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": OUTPUT},
+            },
+            {"type": "message_stop"},
+        ]
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("face", ["anthropic", "responses"])
+def test_a_count_from_another_dialects_node_reaches_the_client(face: str, stream: bool) -> None:
+    """An Anthropic node's ``cache_read_input_tokens`` is shown to the translating faces'
+    clients in their own words, streamed as whole (not only on the usage event)."""
+    sink = UsageSink()
+    with ScriptedServer(anthropic_like) as url:
+        node = node_config("a", url + "/v1", dialect="anthropic")
+        upstream = RoutedUpstream(config([node], {"m": [Tier("x", ("a",))]}))
+        try:
+            with running_proxy(upstream, usage_log=sink) as proxy_url:
+                text, shown = FACES[face](proxy_url, stream)
+                [event] = sink.wait(1)
+        finally:
+            upstream.close()
+    assert text == TEXT
+    assert shown == CACHED
+    assert event["cached_tokens"] == CACHED and event["node"] == "a"
