@@ -25,6 +25,7 @@ The history's translation (Anthropic: "Messages", "Tool use"):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -39,6 +40,8 @@ from .anthropic_content import (
     system_blocks,
     tool_result,
 )
+
+log = logging.getLogger("llmchat")
 
 __all__ = ["DEFAULT_MAX_TOKENS", "EFFORT_BUDGETS", "messages_body", "thinking_config"]
 
@@ -122,7 +125,28 @@ def messages_body(
     for name, value in settings.items():
         if name not in _TRANSLATED:
             body[name] = value
+    if _unsigned_tool_turn(body):
+        # With thinking on, Anthropic refuses (400, "a final `assistant` message must
+        # start with a thinking block") a tool loop whose last assistant turn has no
+        # signed thinking, which a history from another model or a translating face
+        # never has: this request goes without thinking rather than fail.
+        log.debug("thinking left out: the last assistant tool turn carries no signed thinking")
+        del body["thinking"]
     return body
+
+
+def _unsigned_tool_turn(body: Mapping[str, Any]) -> bool:
+    """Thinking is on and the last assistant turn calls a tool without leading thinking."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") == "disabled":
+        return False
+    turns = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+    last = next((m for m in reversed(turns) if m.get("role") == "assistant"), None)
+    content = last.get("content") if last is not None else None
+    if not isinstance(content, list) or not content:
+        return False
+    kinds = [block.get("type") for block in content if isinstance(block, Mapping)]
+    return "tool_use" in kinds and kinds[0] not in ("thinking", "redacted_thinking")
 
 
 # -- settings -------------------------------------------------------------------------

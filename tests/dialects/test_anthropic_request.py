@@ -459,3 +459,44 @@ def test_the_builder_does_not_change_its_input() -> None:
     out["tools"][0]["input_schema"]["type"] = "changed"
     out["messages"][1]["content"][0]["thinking"] = "changed"
     assert (messages, tools, settings) == before
+
+
+CALL = {"id": "t", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+SIGNED = {"dialect": "anthropic", "type": "thinking", "thinking": "t", "signature": "s"}
+TOOL_LOOP: list[dict[str, Any]] = [
+    {"role": "user", "content": "Go"},
+    {"role": "assistant", "content": None, "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "t", "content": "done"},
+]
+
+
+@pytest.mark.parametrize(
+    ("last_turn", "kept"),
+    [
+        ({}, False),  # unsigned calls: Anthropic would refuse the request with thinking on
+        ({"reasoning_parts": [SIGNED]}, True),  # its own signed thinking goes first: kept
+        ({"reasoning_content": "unsigned text"}, False),  # a face's OpenAI-shaped thinking
+        ({"tool_calls": None, "content": "plain"}, True),  # no tool call: nothing required
+    ],
+)
+def test_thinking_is_left_out_when_the_last_tool_turn_has_no_signed_thinking(
+    last_turn: dict[str, Any], kept: bool
+) -> None:
+    messages = [dict(m) for m in TOOL_LOOP]
+    messages[1].update(last_turn)
+    if last_turn.get("tool_calls", CALL) is None:
+        messages = [*messages[:2], {"role": "user", "content": "And?"}]
+    got = body(messages, {"reasoning_budget_tokens": 1024})
+    assert ("thinking" in got) is kept
+
+
+def test_only_the_last_assistant_turn_decides() -> None:
+    """An unsigned tool turn earlier in the history, then a plain answer: thinking stays."""
+    later = [
+        *TOOL_LOOP,
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "More"},
+    ]
+    assert body(later, {"reasoning_budget_tokens": 1024})["thinking"]["budget_tokens"] == 1024
+    as_sent = body(TOOL_LOOP, {"thinking": {"type": "enabled", "budget_tokens": 2048}})
+    assert "thinking" not in as_sent  # an extra_body `thinking` member is checked too
