@@ -87,7 +87,9 @@ def test_openai_relay_with_the_openai_client(server: str, upstream: ScriptedServ
     assert text == TEXT
     assert whole.choices[0].message.content == TEXT
     assert sorted(e["stream"] for e in events) == [False, True]
-    assert all(e["face"] == "openai" and e["ok"] for e in events)
+    assert all(e["face"] == "openai" and e["ok"] for e in events), [
+        (e["stream"], e["ok"], e["status"], e["error_type"], e["duration_ms"]) for e in events
+    ]
 
 
 def test_key_check_is_a_401_in_each_face(server: str, upstream: ScriptedServer, tmp_path: Path):
