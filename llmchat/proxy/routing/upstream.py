@@ -244,6 +244,8 @@ class RoutedUpstream:
         if arrived or not started.is_done or started.is_success or started.is_cancelled:
             if not started.is_cancelled:
                 self.on_success(node)
+                # A stream that breaks off or goes silent later ejects its node too.
+                started._add_settle_hook(lambda: self._ended(node, started))
             return started
         error_class = started.error_class or "unknown"
         status = started.error_status
@@ -251,6 +253,12 @@ class RoutedUpstream:
             return started
         self.on_failure(node, error_class, status)
         return failure_of(started)
+
+    def _ended(self, node: NodeState, response: Response) -> None:
+        """A Response that had started on `node` settled: a failure ejects the node."""
+        if response.is_cancelled or response.is_success or response.error_class is None:
+            return
+        self.on_failure(node, response.error_class, response.error_status)
 
     def snapshot(self) -> Tables:
         """The live tables (one request routes by one snapshot, whatever reloads meanwhile)."""
