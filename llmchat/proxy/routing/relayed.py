@@ -30,6 +30,7 @@ from ..upstream import Upstream
 from .admission import Busy, retryable
 from .choice import prefix_key
 from .table import unknown_model
+from .waiting import ABANDONED
 
 if TYPE_CHECKING:
     from .upstream import RoutedUpstream
@@ -127,8 +128,10 @@ def relay_routed(
         if relay.http is not None or relay.failure is not None:
             relay.exchange, relay.http, relay.failure = Exchange(), None, None
         relay.on_close(got.release)
+        exchange = relay.exchange
         try:
-            open_relay(node.backend, redactor, relay, method, path, sent)
+            with router.waiting.held(node.name, functools.partial(exchange.abort, ABANDONED)):
+                open_relay(node.backend, redactor, relay, method, path, sent)
         except BaseException:
             got.release()
             raise

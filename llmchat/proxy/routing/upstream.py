@@ -58,6 +58,7 @@ from .nodes import NodeState
 from .relayed import relay_routed
 from .slots import SlotLedger
 from .table import Route, RouteTable, unknown_model
+from .waiting import Waiting
 
 __all__ = ["MAX_BACKOFF", "PASSIVE_BACKOFF", "RoutedUpstream", "Tables"]
 
@@ -105,6 +106,9 @@ class RoutedUpstream:
             clock=clock,
         )
         """The nodes' one ejection policy; its probing thread starts with `start_health`."""
+        self.waiting = Waiting()
+        """The relayed requests waiting for a node's headers (`waiting`: abandoned when
+        another request to that node is refused)."""
         self._probe_on_use = False
 
     def __repr__(self) -> str:
@@ -310,6 +314,8 @@ class RoutedUpstream:
         """A request failed on `node`: the monitor judges it by `ejections`' rules, as it
         judges a probe (ejected when at fault; held for the prober on a 503)."""
         self.health.note_failure(node, error_class, status)
+        if error_class == "connection":  # refused or dropped: what waits there is lost
+            self.waiting.abandon(node.name)
 
     def on_success(self, node: NodeState) -> None:
         """A request started on `node`: its back-off, if over, ends (the monitor readmits it)."""

@@ -1,0 +1,100 @@
+"""A request a node accepted and never answers, when the node is found gone: moved, not lost.
+
+What llama-server does on SIGTERM, on loopback: the listener closes at once
+(a new connection is refused) while a request it had accepted stays open
+with no answer. The next request to the node is refused; that ejects the
+node and abandons the request waiting there, which goes to another node
+before its first byte. Its client (the openai SDK) gets a 200 from the other
+node long before the node's 60 s headers timeout.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+from llmchat.proxy.routing.config import Tier
+from llmchat.proxy.routing.upstream import RoutedUpstream
+from llmchat.proxy.routing.waiting import Waiting
+
+from .nodes_support import chat, config, node_config, nodes, openai_client, routed_proxy
+
+WAIT = 10.0
+
+
+class Unanswering:
+    """A node that accepts requests and never answers; `close_listener` refuses new ones
+    and keeps the accepted connections open (a llama-server after SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        self.accepted: list[socket.socket] = []
+        self.received = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        self.accepted.append(conn)
+        conn.recv(65536)  # the request's head (and body): read, never answered
+        self.received.set()
+
+    def close_listener(self) -> None:
+        self.listener.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_request_a_gone_node_holds_unanswered_is_retried_when_the_node_refuses() -> None:
+    gone = Unanswering()
+    try:
+        with nodes("b") as (b,):
+            routed = RoutedUpstream(
+                config(
+                    [node_config("gone", gone.url), node_config(b)],
+                    {"m": [Tier("x", ("gone",)), Tier("x", ("b",))]},
+                )
+            )
+            with routed_proxy(routed) as (url, sink):
+                client = openai_client(url)  # its timeout: WAIT, far below the node's 60 s
+                answers: list[object] = []
+                first = threading.Thread(target=lambda: answers.append(chat(client, "m")))
+                first.start()
+                assert gone.received.wait(WAIT)  # accepted by the node, unanswered
+                gone.close_listener()  # "SIGTERM": new connections are refused
+                second = chat(client, "m")  # refused at "gone": ejects it, moves on
+                assert second.headers["x-llmchat-node"] == "b"
+                first.join(WAIT)
+                assert not first.is_alive()
+                [answer] = answers
+                assert answer.headers["x-llmchat-node"] == "b"  # type: ignore[attr-defined]
+                assert answer.parse().choices[0].message.content == "answer from b"  # type: ignore[attr-defined]
+                events = sink.wait(2)
+                assert sorted(e["node"] for e in events) == ["b", "b"]
+                assert all(e["ok"] for e in events)
+                assert routed.nodes["gone"].report()["state"] == "ejected"
+                assert routed.nodes["gone"].inflight == 0 and routed.waiting.count("gone") == 0
+                assert b.chats == 2  # each served once
+    finally:
+        gone.close()
+
+
+def test_waiting_abandons_only_its_node_and_only_while_held() -> None:
+    waiting = Waiting()
+    aborted: list[str] = []
+    with (
+        waiting.held("a", lambda: aborted.append("a1")),
+        waiting.held("b", lambda: aborted.append("b")),
+    ):
+        assert waiting.count("a") == 1
+        assert waiting.abandon("a") == 1
+        assert waiting.abandon("a") == 0  # once
+    assert waiting.abandon("b") == 0  # left: no longer waiting
+    assert aborted == ["a1"]
