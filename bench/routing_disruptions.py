@@ -133,7 +133,9 @@ def failover(
     from llmchat.proxy.routing import RoutedUpstream
 
     names = [f"n{i}" for i in range(len(nodes))]
-    proxy = Served(RoutedUpstream(routing_config(dict(zip(names, nodes, strict=True)), "prefix")))
+    upstream = RoutedUpstream(routing_config(dict(zip(names, nodes, strict=True)), "prefix"))
+    upstream.start_health()  # as `llmchat proxy --config` does: the probes find a node gone
+    proxy = Served(upstream)
     survivors = {
         name: n for i, (name, n) in enumerate(zip(names, nodes, strict=True)) if i != victim
     }
@@ -177,6 +179,7 @@ def reload_under_load(
         json.dumps(routing_config({k: names[k] for k in ("n0", "n1")}, "prefix", raw=True))
     )
     upstream = RoutedUpstream(load_routing(path, {}).config)
+    upstream.start_health()
     proxy = Served(upstream)
     log = logging.getLogger("llmchat.proxy")
 

@@ -46,15 +46,16 @@ from typing import Any, Final
 
 from ...redact import Redactor
 from ...response import Response
-from ..failures import CANCELLED, Failure, failure_of
+from ..failures import CANCELLED, Failure, client_message, failure_of, status_for
 from ..relay import Relay
 from ..upstream import Call, Upstream
 from .admission import Busy, PlannedTier, Slot, admit, retryable
 from .choice import prefix_key
 from .config import RoutingConfig
 from .ejections import BACKOFF_BASE, BACKOFF_CAP
-from .health import HealthMonitor, health_report
+from .health import HealthMonitor, HealthTarget, health_report, probe_target
 from .nodes import NodeState
+from .probes import ProbeResult
 from .relayed import relay_routed
 from .slots import SlotLedger
 from .table import Route, RouteTable, unknown_model
@@ -68,6 +69,12 @@ PASSIVE_BACKOFF: Final = BACKOFF_BASE
 """Seconds a node that failed a request is ejected for, the first time."""
 MAX_BACKOFF: Final = BACKOFF_CAP
 """The longest ejection (each failure in a row doubles it)."""
+
+
+_GONE: Final = Failure(
+    status_for("connection", None), client_message("connection", None), "connection"
+)
+"""A request abandoned before its first chunk because its node was found gone."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +111,12 @@ class RoutedUpstream:
             list(self._tables.nodes.values()),
             interval=config.routing.health_interval_s,
             clock=clock,
+            probe=self._probe,
         )
         """The nodes' one ejection policy; its probing thread starts with `start_health`."""
         self.waiting = Waiting()
-        """The relayed requests waiting for a node's headers (`waiting`: abandoned when
-        another request to that node is refused)."""
+        """The requests waiting for a node's first answer (`waiting`: abandoned when
+        another request to that node is refused or dropped)."""
         self._probe_on_use = False
 
     def __repr__(self) -> str:
@@ -241,10 +249,19 @@ class RoutedUpstream:
             return started
         if not started._add_settle_hook(slot.release):
             slot.release()
+        abandoned = threading.Event()
+
+        def abandon() -> None:  # the node was found gone (`waiting`)
+            abandoned.set()
+            started.cancel()
+
         arrived = False
-        for _ in started:  # the first chunk, or the settle (a hang-up cancels it)
-            arrived = True
-            break
+        with self.waiting.held(node.name, abandon):
+            for _ in started:  # the first chunk, or the settle (a hang-up cancels it)
+                arrived = True
+                break
+        if abandoned.is_set() and not arrived and not call.cancelled:
+            return _GONE  # nothing reached the client: another node may serve it
         if arrived or not started.is_done or started.is_success or started.is_cancelled:
             if not started.is_cancelled:
                 self.on_success(node)
@@ -316,6 +333,13 @@ class RoutedUpstream:
         self.health.note_failure(node, error_class, status)
         if error_class == "connection":  # refused or dropped: what waits there is lost
             self.waiting.abandon(node.name)
+
+    def _probe(self, target: HealthTarget) -> ProbeResult:
+        """The monitor's probe; a node found down loses the requests waiting on it (`waiting`)."""
+        result = probe_target(target)
+        if result.state == "down":
+            self.waiting.abandon(target.name)
+        return result
 
     def on_success(self, node: NodeState) -> None:
         """A request started on `node`: its back-off, if over, ends (the monitor readmits it)."""

@@ -5,9 +5,11 @@ answers nor closes the connections it already holds: a request it had
 accepted (or one written to a pooled keep-alive connection just then) gets
 no headers until the proxy's `headers` timeout (60 s by default), then
 fails over; its client has long given up. When another request to the same
-node is refused (`RoutedUpstream.on_failure` with ``connection``), the node
-is gone: the requests still waiting there for their headers are aborted
-(`ABANDONED`) and go to another node like any failure before the first byte.
+node is refused (`RoutedUpstream.on_failure` with ``connection``), or a
+health probe finds it down (`RoutedUpstream._probe`: how a request that
+waits alone there is freed), the node is gone: the requests still waiting
+there for their first answer are aborted (`ABANDONED`) and go to another
+node like any failure before the first byte.
 A stream that has started is not touched: its silence is bounded by the
 node's read timeout, and a server that drains gracefully finishes it.
 """

@@ -10,13 +10,20 @@ node long before the node's 60 s headers timeout.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 from llmchat.proxy.routing.config import Tier
 from llmchat.proxy.routing.upstream import RoutedUpstream
 from llmchat.proxy.routing.waiting import Waiting
 
+from ..support import anthropic_client
 from .nodes_support import chat, config, node_config, nodes, openai_client, routed_proxy
 
 WAIT = 10.0
@@ -52,7 +59,21 @@ class Unanswering:
             conn.close()
 
 
-def test_a_request_a_gone_node_holds_unanswered_is_retried_when_the_node_refuses() -> None:
+def _ask(face: str, url: str) -> tuple[str, str]:
+    """One non-streamed chat through `face`'s real SDK: (the answering node, the text)."""
+    if face == "openai":  # the byte relay
+        answer = chat(openai_client(url), "m")
+        return answer.headers["x-llmchat-node"], answer.parse().choices[0].message.content
+    reply = anthropic_client(url).messages.with_raw_response.create(  # the Response path
+        model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+    )
+    return reply.headers["x-llmchat-node"], reply.parse().content[0].text
+
+
+@contextlib.contextmanager
+def _held_at_a_gone_node(face: str) -> Iterator[Any]:
+    """A proxy over "gone" (tier 0) and b (tier 1), one request through `face` held
+    unanswered at "gone", whose listener is then closed; yields a namespace."""
     gone = Unanswering()
     try:
         with nodes("b") as (b,):
@@ -63,27 +84,47 @@ def test_a_request_a_gone_node_holds_unanswered_is_retried_when_the_node_refuses
                 )
             )
             with routed_proxy(routed) as (url, sink):
-                client = openai_client(url)  # its timeout: WAIT, far below the node's 60 s
-                answers: list[object] = []
-                first = threading.Thread(target=lambda: answers.append(chat(client, "m")))
+                # The clients' timeout: WAIT, far below the node's 60 s headers timeout.
+                answers: list[tuple[str, str]] = []
+                first = threading.Thread(target=lambda: answers.append(_ask(face, url)))
                 first.start()
                 assert gone.received.wait(WAIT)  # accepted by the node, unanswered
                 gone.close_listener()  # "SIGTERM": new connections are refused
-                second = chat(client, "m")  # refused at "gone": ejects it, moves on
-                assert second.headers["x-llmchat-node"] == "b"
+                yield types.SimpleNamespace(
+                    b=b, routed=routed, url=url, sink=sink, first=first, answers=answers
+                )
                 first.join(WAIT)
                 assert not first.is_alive()
-                [answer] = answers
-                assert answer.headers["x-llmchat-node"] == "b"  # type: ignore[attr-defined]
-                assert answer.parse().choices[0].message.content == "answer from b"  # type: ignore[attr-defined]
-                events = sink.wait(2)
-                assert sorted(e["node"] for e in events) == ["b", "b"]
-                assert all(e["ok"] for e in events)
+                assert answers == [("b", "answer from b")]
                 assert routed.nodes["gone"].report()["state"] == "ejected"
                 assert routed.nodes["gone"].inflight == 0 and routed.waiting.count("gone") == 0
-                assert b.chats == 2  # each served once
     finally:
         gone.close()
+
+
+@pytest.mark.parametrize("face", ["openai", "anthropic"])
+def test_a_request_a_gone_node_holds_unanswered_is_retried_when_the_node_refuses(
+    face: str,
+) -> None:
+    with _held_at_a_gone_node(face) as held:
+        # Refused at "gone": that ejects it, and the held request moves on too.
+        assert _ask(face, held.url) == ("b", "answer from b")
+        held.first.join(WAIT)
+        events = held.sink.wait(2)
+        assert sorted(e["node"] for e in events) == ["b", "b"]
+        assert all(e["ok"] for e in events)
+        assert held.b.chats == 2  # each served once
+
+
+def test_a_request_waiting_alone_on_a_gone_node_is_freed_by_the_probe_that_finds_it_down() -> None:
+    """No other request goes there (its conversation waits on this one): the health
+    probe's refused connection is what frees it."""
+    with _held_at_a_gone_node("openai") as held:
+        assert held.routed.health.probe_now()["gone"].state == "down"  # refused
+        held.first.join(WAIT)
+        [event] = held.sink.wait(1)
+        assert (event["ok"], event["node"]) == (True, "b")
+        assert held.b.chats == 1
 
 
 def test_waiting_abandons_only_its_node_and_only_while_held() -> None:
