@@ -499,8 +499,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             "the counted nodes (the survivors; for the reload all three) predicted "
             "(`llamacpp:tokens_predicted_total`) with what their answers delivered.",
             failover_table,
-            "**4. `max_conns` with 2 gunicorn workers:** not measured: `max_conns` is per worker "
-            "today.",
+            "**4. `max_conns` with 2 gunicorn workers:** bench/bench_routing_workers.py "
+            "measures it (its own table).",
         ]
     )
     print(markdown)
