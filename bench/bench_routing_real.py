@@ -1,5 +1,5 @@
 """Routing over real llama-servers: prompt-cache reuse by affinity, the routing decision's
-latency, and failover when a node is killed mid-run.
+latency, and failover when a node is killed or the config reloaded mid-run.
 
 Three llama-server processes (the tests' tiny random-weight model, ``-np 2 -t 1``)
 sit behind `llmchat.proxy` served in this interpreter (`make_server` on a thread),
@@ -15,14 +15,16 @@ they are, and the answer's ``x-llmchat-node`` names the node).
 2. A short request through a one-node routed proxy against the one-upstream proxy
    over the same node, interleaved: p50/p99 and their difference (the routing
    decision's cost, plus whatever the relay does differently).
-3. Failover: one node is terminated while conversations run. Every request is
-   accounted for (answered; failed before its first byte and retried on another
-   node, counted by the router's `on_failure` hook; failed in-band; refused; lost),
-   and the surviving nodes' ``tokens_predicted_total`` is checked against the
-   tokens they delivered (nothing served twice).
+3. A reload and two kills under load: the config re-read mid-run (a node removed,
+   one added), then one node terminated (SIGTERM), then one killed (SIGKILL), each
+   while conversations run (`routing_disruptions`). Every request is accounted for
+   (answered; failed before its first byte and retried on another node, counted by
+   the router's `on_failure` hook; failed in-band; refused; lost), and the counted
+   nodes' ``tokens_predicted_total`` is checked against the tokens they delivered
+   (nothing served twice).
 
     pip install -e ".[real,bench]"
-    python bench/bench_routing_real.py [--no-write]
+    python bench/bench_routing_real.py [--no-write] [--quick]
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import tempfile
 import threading
 import time
@@ -239,25 +240,30 @@ class Served:
             close()
 
 
-def routed(nodes: Sequence[Any], affinity: str, max_conns: int = 2) -> Served:
-    from llmchat.proxy.routing import RoutedUpstream
+def routing_config(
+    nodes: dict[str, Any], affinity: str, max_conns: int = 2, *, raw: bool = False
+) -> Any:
+    """The routing config over `nodes` (by name), one alias `MODEL`; `raw`: as a dict."""
     from llmchat.proxy.routing.config import parse_config
 
-    names = [f"n{i}" for i in range(len(nodes))]
-    config = parse_config(
-        {
-            "nodes": [
-                {"name": name, "url": node.url, "max_conns": max_conns}
-                for name, node in zip(names, nodes, strict=True)
-            ],
-            "models": {MODEL: [{"model": MODEL, "nodes": names}]},
-            "routing": {"affinity": affinity, "wait_timeout_ms": 30000},
-        }
-    )
-    return Served(RoutedUpstream(config))
+    data = {
+        "nodes": [
+            {"name": name, "url": node.url, "max_conns": max_conns} for name, node in nodes.items()
+        ],
+        "models": {MODEL: [{"model": MODEL, "nodes": list(nodes)}]},
+        "routing": {"affinity": affinity, "wait_timeout_ms": 30000},
+    }
+    return data if raw else parse_config(data)
 
 
-def start_nodes(count: int, log_dir: Path) -> list[Any]:
+def routed(nodes: Sequence[Any], affinity: str, max_conns: int = 2) -> Served:
+    from llmchat.proxy.routing import RoutedUpstream
+
+    named = {f"n{i}": node for i, node in enumerate(nodes)}
+    return Served(RoutedUpstream(routing_config(named, affinity, max_conns)))
+
+
+def start_nodes(count: int, log_dir: Path, first: int = 0) -> list[Any]:
     from tests.real.server import LlamaServer, find_binary
     from tests.real.tiny_model import tiny_model_path
 
@@ -269,7 +275,7 @@ def start_nodes(count: int, log_dir: Path) -> list[Any]:
         LlamaServer(
             binary, model, ["--chat-template", "chatml", "-t", "1"], log_dir / f"node{i}.log"
         )
-        for i in range(count)
+        for i in range(first, first + count)
     ]
     for node in nodes:
         node.wait_ready()
@@ -303,6 +309,12 @@ def short_latency(urls: dict[str, str], rounds: int) -> dict[str, list[float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    run(argv)
+    return 0
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """The whole bench; returns its figures (`disruptions`: the accounted runs)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=6)
     parser.add_argument("--turns", type=int, default=6)
@@ -310,7 +322,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each workload")
     parser.add_argument("--short-rounds", type=int, default=200)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a few requests of each part, nothing written (the tests' check of the accounting)",
+    )
     args = parser.parse_args(argv)
+    disrupted = (8, 8, 24)  # conversations, turns, max_tokens of each disruption run
+    if args.quick:
+        args.conversations, args.turns, args.tokens, args.repeats = 2, 2, 4, 1
+        args.short_rounds, args.no_write = 10, True
+        disrupted = (4, 4, 8)
     began = time.perf_counter()
 
     import faulthandler
@@ -320,10 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     import llmchat
-    from llmchat.proxy.routing import RoutedUpstream
 
     logging.getLogger("llmchat.proxy").setLevel(logging.ERROR)
-    nodes = start_nodes(3, Path(tempfile.mkdtemp()))
+    log_dir = Path(tempfile.mkdtemp())
+    nodes = start_nodes(3, log_dir)
     served: list[Served] = []
     try:
         prefix = routed(nodes, "prefix")
@@ -363,83 +385,19 @@ def main(argv: list[str] | None = None) -> int:
             {"routed": one_node.url, "one-upstream": single.url}, args.short_rounds
         )
 
-        # -- 3. failover -----------------------------------------------------------------
-        upstream = prefix.upstream
-        assert isinstance(upstream, RoutedUpstream)
-        failures: list[tuple[float, str]] = []
-        hook = upstream.on_failure
+        # -- 3. reload under load, then failover: SIGTERM, then SIGKILL ----------------------
+        from routing_disruptions import failover, reload_under_load
 
-        def counted(node: Any, error_class: str, status: int | None = None) -> None:
-            failures.append((time.perf_counter(), node.name))
-            hook(node, error_class, status)
-
-        upstream.on_failure = counted
-        victim_index = 2
-        victim_name = f"n{victim_index}"
-        survivors = [n for i, n in enumerate(nodes) if i != victim_index]
-        predicted_before = [
-            n.metrics().get("llamacpp:tokens_predicted_total", 0.0) for n in survivors
-        ]
-        answered = 0
-        killed_at: list[float] = []
-        kill_lock = threading.Lock()
-        fail_turns, fail_conversations, fail_tokens = 8, 8, 24
-
-        exited_at: list[float] = []
-
-        def note_exit() -> None:
-            try:
-                nodes[victim_index].process.wait(120)
-            except subprocess.TimeoutExpired:
-                return  # the row says "not within 120 s"
-            exited_at.append(time.perf_counter())
-
-        def on_answer(outcome: Outcome) -> None:
-            nonlocal answered
-            with kill_lock:
-                answered += 1
-                if answered == fail_conversations * 2 and not killed_at:
-                    killed_at.append(time.perf_counter())
-                    nodes[victim_index].process.terminate()
-                    threading.Thread(target=note_exit, daemon=True).start()
-
-        run = conversations(prefix.url, fail_conversations, fail_turns, fail_tokens, 999, on_answer)
-        nodes[victim_index].process.wait(10)
-        predicted_after = [
-            n.metrics().get("llamacpp:tokens_predicted_total", 0.0) for n in survivors
-        ]
-        counts = account(run)
-        kill = killed_at[0]
-        home = {o.conversation: o.node for o in run if o.turn == 0}
-        moved = sorted(
-            o.ended - kill
-            for o in run
-            if o.kind == "answered"
-            and home.get(o.conversation) == victim_name
-            and o.node != victim_name
-            and o.started >= kill - 60
-            and o.ended > kill
-        )
-        retried = [t for t, name in failures if name == victim_name]
-        delivered = sum(
-            o.completion_tokens for o in run if o.kind == "answered" and o.node != victim_name
-        )
-        predicted = sum(
-            after - before for before, after in zip(predicted_before, predicted_after, strict=True)
-        )
-        served_twice = max(0, round(predicted) - delivered)
-        after_kill = [o for o in run if o.ended > kill]
-        for o in run:
-            if o.kind != "answered":
-                print(
-                    f"  {o.kind}: conversation {o.conversation} turn {o.turn} node {o.node!r} "
-                    f"started {o.started - kill:+.3f} s, ended {o.ended - kill:+.3f} s "
-                    f"after the kill: {o.error}"
-                )
-        print(
-            f"failover {counts} retried={len(retried)} moved={moved[:3]} "
-            f"predicted={predicted} delivered={delivered}"
-        )
+        runs = [reload_under_load(nodes, log_dir, disrupted, 777)]
+        runs.append(failover(nodes, 2, signal.SIGTERM, disrupted, 999))
+        # llama-server does not exit on SIGTERM while it holds connections: end it, and
+        # start a fresh node in its place for the SIGKILL run.
+        nodes[2].process.kill()
+        nodes[2].stop()
+        nodes[2] = start_nodes(1, log_dir, first=3)[0]
+        runs.append(failover(nodes, 2, signal.SIGKILL, disrupted, 1999))
+        for one in runs:
+            print(f"{one.label}: {one.counts} retried={one.retried} twice={one.served_twice}")
     finally:
         for proxy in served:
             proxy.close()
@@ -479,44 +437,12 @@ def main(argv: list[str] | None = None) -> int:
         ["one-upstream proxy (`OpenAICommon`)", f"{p50d:,.0f}", f"{p99d:,.0f}"],
         ["routed minus one-upstream", f"{p50r - p50d:+,.0f}", f"{p99r - p99d:+,.0f}"],
     ]
-    lost = [o for o in run if o.kind == "lost"]
-    lost_note = (
-        "; ".join(
-            f"started {o.started - kill:+.2f} s from the kill, no status line after "
-            f"{o.ended - o.started:.0f} s ({o.error.split(':')[0]})"
-            for o in lost
-        )
-        if lost
-        else ""
+    from routing_disruptions import rows as disruption_rows
+
+    labels = {"reload": "reload (n0 out, n2 in)", "SIGTERM": "SIGTERM n2", "SIGKILL": "SIGKILL n2"}
+    failover_table = table(
+        ["", *(labels[r.label] for r in runs)], disruption_rows(runs), "l" + "r" * len(runs)
     )
-    first_moved = f"{moved[0] * 1e3:,.0f} ms" if moved else "none of its conversations came back"
-    failover_rows = [
-        ["requests", f"{len(run)}", f"{fail_conversations} conversations x {fail_turns} turns"],
-        ["answered", f"{counts['answered']}", "200 and `[DONE]`"],
-        [
-            "… of them after a failed attempt on the killed node, retried elsewhere",
-            f"{len(retried)}",
-            "the router's `on_failure` calls for the killed node",
-        ],
-        ["failed in-band (after the first byte)", f"{counts['in-band']}", ""],
-        ["refused (an HTTP error, no node answered)", f"{counts['refused']}", ""],
-        ["lost (no outcome)", f"{counts['lost']}", lost_note],
-        [
-            "the killed process exited (after SIGTERM)",
-            f"{(exited_at[0] - kill) * 1e3:,.0f} ms" if exited_at else "not within 120 s",
-            "until then it may hold a request's connection open without answering",
-        ],
-        [
-            "served twice",
-            f"{served_twice}",
-            f"survivors predicted {predicted:,.0f} tokens, delivered {delivered:,}",
-        ],
-        [
-            "kill → first request of a killed node's conversation served elsewhere",
-            first_moved,
-            f"{len(moved)} such requests; {len(after_kill)} requests ended after the kill",
-        ],
-    ]
 
     def of_single(name: str) -> str:
         return f"{figures[name]['cached'] / single_cached:.0%}" if single_cached else "—"
@@ -564,19 +490,24 @@ def main(argv: list[str] | None = None) -> int:
             f"llama-server, {args.short_rounds} of each, interleaved; µs per request.",
             table(["path", "p50 µs", "p99 µs"], latency_rows),
             "bench/bench_routing.py times the decision alone (no sockets).",
-            f"**3. Failover.** `affinity: prefix`, {fail_conversations} conversations x "
-            f"{fail_turns} turns (`max_tokens` {fail_tokens}); node `{victim_name}` is terminated "
-            f"(SIGTERM) once {fail_conversations * 2} requests have been answered.",
-            table(["", "count", "note"], failover_rows, "lrl"),
-            "**4. `max_conns` with 2 gunicorn workers:** not measured: `max_conns` is per worker "
-            "today.",
+            f"**3. A reload and two kills under load.** `affinity: prefix`, "
+            f"{disrupted[0]} conversations x {disrupted[1]} turns (`max_tokens` {disrupted[2]}) "
+            f"per column; the disruption comes once {disrupted[0] * 2} requests have been "
+            "answered. *reload*: a proxy over n0 and n1 re-reads its file (what SIGHUP does) "
+            "with n0 removed and n2 added; n0's streams in flight finish there. *SIGTERM*, "
+            '*SIGKILL*: node n2 of three gets the signal. "served twice" compares the tokens '
+            "the counted nodes (the survivors; for the reload all three) predicted "
+            "(`llamacpp:tokens_predicted_total`) with what their answers delivered.",
+            failover_table,
+            "**4. `max_conns` with 2 gunicorn workers:** bench/bench_routing_workers.py "
+            "measures it (its own table).",
         ]
     )
     print(markdown)
     if not args.no_write:
         write_section(BENCHMARKS_MD, SECTION, markdown)
         print(f"wrote {BENCHMARKS_MD.relative_to(ROOT)}")
-    return 0
+    return {"disruptions": runs, "markdown": markdown}
 
 
 if __name__ == "__main__":

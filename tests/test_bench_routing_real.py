@@ -1,5 +1,6 @@
 """The real-llama-server routing bench's pure helpers: the stream reader, the cache sums,
-the accounting of outcomes. No sockets, no clocks (the bench itself is run by hand)."""
+the accounting of outcomes (no sockets, no clocks); and the bench's quick mode over real
+llama-servers, which checks the accounting across a reload and two kills."""
 
 from __future__ import annotations
 
@@ -91,3 +92,29 @@ def test_user_messages_differ_by_conversation() -> None:
     first = user_message(random.Random(1), 1, 0)
     other = user_message(random.Random(1), 2, 0)
     assert first != other and first.startswith("Conversation 1, turn 0")
+
+
+def test_quick_mode_accounts_for_every_request_across_a_reload_and_two_kills() -> None:
+    """The bench itself, a few requests of each part, over 3 real llama-servers: every
+    request of the reload, SIGTERM and SIGKILL runs ends as one kind, none lost, none
+    served twice (skipped without the llama-server binary)."""
+    import pytest
+
+    from tests.real.server import find_binary
+
+    binary, why = find_binary()
+    if binary is None:
+        pytest.skip(f"no llama-server: {why}")
+    pytest.importorskip("gguf", reason="the tiny model's generator needs gguf")
+    from bench_routing_real import run
+
+    figures = run(["--quick"])
+    runs = {one.label: one for one in figures["disruptions"]}
+    assert sorted(runs) == ["SIGKILL", "SIGTERM", "reload"]
+    for label, one in runs.items():
+        counts = one.counts
+        assert sum(counts.values()) == len(one.outcomes) == 16, label
+        assert counts["lost"] == 0 and counts["refused"] == 0, (label, counts)
+        assert one.served_twice == 0, (label, one.predicted, one.delivered)
+    assert runs["reload"].counts["answered"] == 16  # streams in flight finish on n0
+    assert "| lost (no status) | 0 | 0 | 0 |" in figures["markdown"]

@@ -3,12 +3,13 @@
 The file is loaded and checked (`llmchat.proxy.routing.load_routing`) before
 anything is bound or sent: a bad one ends the command with every error and
 exit status 2. The embedded server re-reads it on SIGHUP; under gunicorn,
-the arbiter's own SIGHUP starts new workers, and each reads the file again.
-A bad edit there is logged, and the new worker serves the config it was
-forked with: the start-up one, not the last good edit, as the arbiter itself
-re-reads nothing of ours. The workers share one slot ledger, made by the
-arbiter before it forks and deleted when it exits: each node's ``max_conns``
-holds across all of them, through reloads and worker deaths.
+the arbiter re-reads and checks it on its own SIGHUP (its ``on_reload``
+hook), before it forks the new workers: they are built with the last good
+config the arbiter has read. A bad edit is logged once, by the arbiter, and
+the old config stays (a worker that replaces a dead one gets it too). The
+workers share one slot ledger, made by the arbiter before it forks and
+deleted when it exits: each node's ``max_conns`` holds across all of them,
+through reloads and worker deaths.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import LLMChatError
-from ..proxy.routing.config import ConfigError, RoutingConfig
+from ..proxy.routing.config import RoutingConfig
 from ..proxy.routing.reload import Loaded, load_routing, reload_from
 from .proxy_command import app_options, serve
 from .workers import serve_workers, wants_workers
@@ -118,29 +119,43 @@ def _serve_sharing_slots(args: argparse.Namespace, loaded: Loaded, over: str) ->
     from ..proxy.routing.slots import SlotLedger
 
     ledger = args.slot_ledger = SlotLedger.create()
+    arbiter = _LastGood(args, loaded)
     try:
-        return serve_workers(args, _worker_build(args, loaded), over)
+        return serve_workers(args, arbiter.build, over, on_reload=arbiter.reread)
     finally:
         ledger.remove()
 
 
-def _worker_build(args: argparse.Namespace, first: Loaded) -> Callable[[], tuple[Any, Any]]:
-    """The per-worker build: the app over the file as it is now.
+class _LastGood:
+    """Under gunicorn, the arbiter's routing config: the start-up one, then each good edit.
 
-    A bad edit is logged and keeps the last good config this process has
-    seen (in a fresh worker: the one it was forked with).
+    `reread` runs in the arbiter on SIGHUP, before it forks the new workers,
+    so `build` (in each worker, after the fork) needs no file of its own: a
+    bad edit is refused once, here, and every new worker gets the last good
+    config. `reload` is `reload_from`'s hand-over; the arbiter serves nothing.
     """
-    last = [first]
 
-    def build() -> tuple[Any, Any]:
-        try:
-            last[0] = load_routing(args.config, os.environ)
-        except ConfigError as exc:
-            for error in exc.errors:
-                log.warning("routing config %s refused, the old one stays: %s", exc.source, error)
-        return routed_app(args, last[0])
+    def __init__(self, args: argparse.Namespace, first: Loaded) -> None:
+        self.args = args
+        self.loaded = first
 
-    return build
+    def reload(self, config: RoutingConfig) -> None:
+        """Nothing to swap in the arbiter; `reread` keeps what `reload_from` returns."""
+
+    def reread(self) -> None:
+        loaded = reload_from(self.args.config, self, log)
+        if loaded is None:
+            return  # refused, the errors logged: the old config stays
+        self.loaded = loaded
+        print(
+            f"llmchat proxy: reloaded {_describe(loaded.config)}; new workers serve it",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def build(self) -> tuple[Any, Any]:
+        """The app over the last good config (in a worker, after the fork)."""
+        return routed_app(self.args, self.loaded)
 
 
 def _describe(config: RoutingConfig) -> str:

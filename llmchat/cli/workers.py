@@ -52,7 +52,10 @@ def wants_workers(args: argparse.Namespace) -> bool:
 
 
 def serve_workers(
-    args: argparse.Namespace, build: Callable[[], tuple[Any, Any]], over: str | None = None
+    args: argparse.Namespace,
+    build: Callable[[], tuple[Any, Any]],
+    over: str | None = None,
+    on_reload: Callable[[], None] | None = None,
 ) -> int:
     """Serve `build`'s app under gunicorn as `args` say; the exit code.
 
@@ -60,6 +63,7 @@ def serve_workers(
     so a bad option fails before anything is bound, and then again in every
     worker after the fork: the upstream's connection pool is never shared.
     `over` says what is served in the start-up line (default: the upstream's URL).
+    `on_reload` runs in the arbiter on its SIGHUP, before the new workers fork.
     """
     try:
         from ..proxy.server.gunicorn_app import WorkerOptions, serve
@@ -94,7 +98,7 @@ def serve_workers(
             flush=True,
         )
 
-    return serve(worker_app, args.host, args.port, options, announce=announce)
+    return serve(worker_app, args.host, args.port, options, announce=announce, on_reload=on_reload)
 
 
 def _close(app: Any, upstream: Any) -> None:

@@ -16,7 +16,7 @@ from ..backends.openai_common import OpenAICommon
 from ..dialects.error_body import ErrorBody, json_error_message
 from ..errors import InvalidArgumentError
 from ..redact import Redactor
-from ..transport import Exchange, classify_exception, decode_body, parse_json
+from ..transport import Exchange, Timeouts, classify_exception, decode_body, parse_json
 from .failures import (
     CANCELLED,
     Failure,
@@ -49,6 +49,7 @@ def open_relay(
     exchange = relay.exchange
     relay.max_response_bytes = backend.max_response_bytes
     relay.max_event_bytes = backend.max_event_bytes
+    relay.timeouts = backend.timeouts
     exchange.arm_deadline(backend.timeouts.request)
     # The backend's own exchange opener: its transport, timeouts and headers.
     request = WireRequest(method, backend._url(path), headers, {}, data or b"")
@@ -95,8 +96,12 @@ class Relay:
         """The routed node relayed to, its tier and the alias (`routing`); None: not routed."""
         self.tier: int | None = None
         self.alias: str | None = None
+        self.timeouts: Timeouts | None = None
+        """The backend's timeouts (`open_relay`): its `headers` timeout also bounds every
+        silence in the body (the transport's read timeout), and names it in the error."""
         self._cancel_hooks: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], None]] = []
+        self._broken_hooks: list[Callable[[str], None]] = []
 
     def on_cancel(self, hook: Callable[[], None]) -> None:
         """Run `hook` (quick, never raising) when `cancel` is called."""
@@ -105,6 +110,14 @@ class Relay:
     def on_close(self, hook: Callable[[], None]) -> None:
         """Run `hook` (quick, never raising) once, at the first `close`."""
         self._close_hooks.append(hook)
+
+    def on_broken(self, hook: Callable[[str], None]) -> None:
+        """Run `hook(error_class)` (quick, never raising) if the upstream body breaks off.
+
+        Not for a cancel: a client's hang-up is nobody's fault upstream. The
+        router ejects the node with it (a stream that went silent or was cut).
+        """
+        self._broken_hooks.append(hook)
 
     def error_status_failure(self) -> Failure:
         """Read and close an error-status answer; the Failure its client gets (logged)."""
@@ -129,8 +142,11 @@ class Relay:
         except Exception as exc:
             if self.exchange.aborted != "cancel":
                 error_class, message = classify_exception(
-                    exc, exchange=self.exchange, after_headers=True
+                    exc, exchange=self.exchange, after_headers=True, timeouts=self.timeouts
                 )
+                hooks, self._broken_hooks = self._broken_hooks, []
+                for hook in hooks:
+                    hook(error_class)
                 raise RelayBroken(message, error_class) from exc
         finally:
             self.close()

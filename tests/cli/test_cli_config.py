@@ -163,17 +163,19 @@ def test_under_workers_a_bad_edit_keeps_the_last_good_config(
     from llmchat.proxy.routing.reload import load_routing
 
     args = _parser().parse_args(["proxy", "--config", str(config), "--workers", "2"])
-    build = routed_command._worker_build(args, load_routing(config, os.environ))
+    arbiter = routed_command._LastGood(args, load_routing(config, os.environ))
     config.write_text(GOOD.replace("127.0.0.1:9", "127.0.0.1:10"))
-    app, upstream = build()  # a worker after a good edit: the new file
+    arbiter.reread()  # the arbiter's SIGHUP after a good edit
+    app, upstream = arbiter.build()  # a worker forked after it: the new file
     assert upstream.api_url == "http://127.0.0.1:10/v1"
     app.close()
     config.write_text(BAD)
     with caplog.at_level(logging.WARNING, "llmchat.proxy"):
-        app, upstream = build()  # after a bad one: the last good
+        arbiter.reread()  # after a bad one: refused, logged
+        app, upstream = arbiter.build()  # the worker reads no file: the last good
     app.close()
     assert upstream.api_url == "http://127.0.0.1:10/v1"
-    assert "unknown node 'gpu-c'" in caplog.text
+    assert caplog.text.count("unknown node 'gpu-c'") == 1
 
 
 def test_help_names_the_config(capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,11 +274,71 @@ def test_under_gunicorn_sighup_starts_workers_on_the_new_file(config: Path) -> N
         config.write_text(BAD)
         running.process.send_signal(signal.SIGHUP)
         assert "refused, the old one stays: " in running.wait_for("unknown node 'gpu-c'")
-        # The new worker still starts. It falls back to the config it was forked with,
-        # the arbiter's (the start-up file): gunicorn re-reads nothing of ours in the
-        # arbiter on SIGHUP, so a worker cannot know the last good edit.
-        running.wait_for("built:")
+        # The arbiter refused it and kept the good edit: the new worker is built on that.
+        assert "['gpu-z']" in running.wait_for("built:")
         running.process.send_signal(signal.SIGTERM)
         assert running.process.wait(timeout=WAIT) == 0
+    finally:
+        running.close()
+
+
+_HEALTH_DRIVER = """\
+import os
+import sys
+import llmchat.cli.routed as routed
+
+real = routed.routed_upstream
+
+def build(config, ledger=None):
+    print("built:", [n.name for n in config.nodes], "pid", os.getpid(), file=sys.stderr, flush=True)
+    return real(config, ledger)
+
+routed.routed_upstream = build
+from llmchat.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_under_gunicorn_a_bad_edit_after_a_good_one_keeps_the_good_one_in_new_workers(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Good edit + SIGHUP, bad edit + SIGHUP: the workers forked last serve the good edit,
+    and ``GET /health`` (a real `RoutedUpstream`) reports its digest; the bad one is
+    refused once, by the arbiter."""
+    pytest.importorskip("gunicorn")
+    import requests
+
+    from llmchat.proxy.routing.reload import load_routing
+
+    monkeypatch.setattr(sys.modules[__name__], "_DRIVER", _HEALTH_DRIVER)
+    running = Running(config, "--workers", "1", "--threads", "2")
+    try:
+        url = running.wait_for("llmchat proxy: serving http://").split()[3]
+        first = running.wait_for("built:").split()[-1]  # the start-up worker's pid
+        good = GOOD.replace("gpu-a", "gpu-z")
+        config.write_text(good)
+        digest = load_routing(config, os.environ).config.digest
+        running.process.send_signal(signal.SIGHUP)
+        assert digest[:12] in running.wait_for("reloaded over 1 node")
+        # The new worker is built on the edit, and the start-up one exits (either first).
+        pending = {"built: ['gpu-z']", f"Worker exiting (pid: {first})"}
+        while pending:
+            line = running.lines.get(timeout=WAIT)
+            pending = {text for text in pending if text not in line}
+        config.write_text(BAD)
+        running.process.send_signal(signal.SIGHUP)
+        refused = running.wait_for("refused, the old one stays")
+        assert "['gpu-z']" in running.wait_for("built:")  # not the start-up config
+        health = requests.get(url + "/health", timeout=WAIT).json()
+        assert health["config"]["digest"] == digest
+        assert [node["name"] for node in health["nodes"]] == ["gpu-z"]
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=WAIT) == 0
+        rest = []
+        while not running.lines.empty():
+            rest.append(running.lines.get_nowait())
+        # Logged once (by the arbiter), not again by each new worker.
+        assert sum("refused, the old one stays" in line for line in rest) == 0, refused
     finally:
         running.close()

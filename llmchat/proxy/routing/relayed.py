@@ -5,15 +5,18 @@ body with a ``model`` (chat completions, embeddings) is routed like a
 completion: the alias's tiers, admission, the model rewritten to the tier's
 (the body re-encoded canonically), the node's own key; a node that refuses
 the connection or answers 429/5xx before its headers are relayed is left for
-another node, then the next tier. The slot is held until the relayed body
-closes. The relay speaks OpenAI's wire format only, so it uses a tier's
-``openai``-dialect nodes and passes the others over; a model with none is a
-404 at once (`not_relayed`), never a wait and a 503. Anything else goes to
+another node, then the next tier; one whose body breaks off or goes silent
+past its read timeout afterwards is ejected (the client gets the face's
+in-band error). The slot is held until the relayed body closes. The relay
+speaks OpenAI's wire format only, so it uses a tier's ``openai``-dialect
+nodes and passes the others over; a model with none is a 404 at once
+(`not_relayed`), never a wait and a 503. Anything else goes to
 the metadata node as sent.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from typing import TYPE_CHECKING, Any
@@ -27,6 +30,7 @@ from ..upstream import Upstream
 from .admission import Busy, retryable
 from .choice import prefix_key
 from .table import unknown_model
+from .waiting import ABANDONED
 
 if TYPE_CHECKING:
     from .upstream import RoutedUpstream
@@ -124,14 +128,20 @@ def relay_routed(
         if relay.http is not None or relay.failure is not None:
             relay.exchange, relay.http, relay.failure = Exchange(), None, None
         relay.on_close(got.release)
+        exchange = relay.exchange
         try:
-            open_relay(node.backend, redactor, relay, method, path, sent)
+            with router.waiting.held(node.name, functools.partial(exchange.abort, ABANDONED)):
+                open_relay(node.backend, redactor, relay, method, path, sent)
         except BaseException:
             got.release()
             raise
         failure = relay.failure
         if failure is None:
             router.on_success(node)
+            # After the first byte there is no other node to try: a body that goes
+            # silent past the node's read timeout, or is cut, is the client's in-band
+            # error, and the node is ejected like one that failed before it.
+            relay.on_broken(functools.partial(router.on_failure, node))
             return
         got.release()
         if failure.error_class == "client_abort" or not retryable(

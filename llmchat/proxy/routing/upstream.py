@@ -46,18 +46,20 @@ from typing import Any, Final
 
 from ...redact import Redactor
 from ...response import Response
-from ..failures import CANCELLED, Failure, failure_of
+from ..failures import CANCELLED, Failure, client_message, failure_of, status_for
 from ..relay import Relay
 from ..upstream import Call, Upstream
 from .admission import Busy, PlannedTier, Slot, admit, retryable
 from .choice import prefix_key
 from .config import RoutingConfig
 from .ejections import BACKOFF_BASE, BACKOFF_CAP
-from .health import HealthMonitor, health_report
+from .health import HealthMonitor, HealthTarget, health_report, probe_target
 from .nodes import NodeState
+from .probes import ProbeResult
 from .relayed import relay_routed
 from .slots import SlotLedger
 from .table import Route, RouteTable, unknown_model
+from .waiting import Waiting
 
 __all__ = ["MAX_BACKOFF", "PASSIVE_BACKOFF", "RoutedUpstream", "Tables"]
 
@@ -67,6 +69,12 @@ PASSIVE_BACKOFF: Final = BACKOFF_BASE
 """Seconds a node that failed a request is ejected for, the first time."""
 MAX_BACKOFF: Final = BACKOFF_CAP
 """The longest ejection (each failure in a row doubles it)."""
+
+
+_GONE: Final = Failure(
+    status_for("connection", None), client_message("connection", None), "connection"
+)
+"""A request abandoned before its first chunk because its node was found gone."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +111,12 @@ class RoutedUpstream:
             list(self._tables.nodes.values()),
             interval=config.routing.health_interval_s,
             clock=clock,
+            probe=self._probe,
         )
         """The nodes' one ejection policy; its probing thread starts with `start_health`."""
+        self.waiting = Waiting()
+        """The requests waiting for a node's first answer (`waiting`: abandoned when
+        another request to that node is refused or dropped)."""
         self._probe_on_use = False
 
     def __repr__(self) -> str:
@@ -237,13 +249,24 @@ class RoutedUpstream:
             return started
         if not started._add_settle_hook(slot.release):
             slot.release()
+        abandoned = threading.Event()
+
+        def abandon() -> None:  # the node was found gone (`waiting`)
+            abandoned.set()
+            started.cancel()
+
         arrived = False
-        for _ in started:  # the first chunk, or the settle (a hang-up cancels it)
-            arrived = True
-            break
+        with self.waiting.held(node.name, abandon):
+            for _ in started:  # the first chunk, or the settle (a hang-up cancels it)
+                arrived = True
+                break
+        if abandoned.is_set() and not arrived and not call.cancelled:
+            return _GONE  # nothing reached the client: another node may serve it
         if arrived or not started.is_done or started.is_success or started.is_cancelled:
             if not started.is_cancelled:
                 self.on_success(node)
+                # A stream that breaks off or goes silent later ejects its node too.
+                started._add_settle_hook(lambda: self._ended(node, started))
             return started
         error_class = started.error_class or "unknown"
         status = started.error_status
@@ -251,6 +274,12 @@ class RoutedUpstream:
             return started
         self.on_failure(node, error_class, status)
         return failure_of(started)
+
+    def _ended(self, node: NodeState, response: Response) -> None:
+        """A Response that had started on `node` settled: a failure ejects the node."""
+        if response.is_cancelled or response.is_success or response.error_class is None:
+            return
+        self.on_failure(node, response.error_class, response.error_status)
 
     def snapshot(self) -> Tables:
         """The live tables (one request routes by one snapshot, whatever reloads meanwhile)."""
@@ -302,6 +331,15 @@ class RoutedUpstream:
         """A request failed on `node`: the monitor judges it by `ejections`' rules, as it
         judges a probe (ejected when at fault; held for the prober on a 503)."""
         self.health.note_failure(node, error_class, status)
+        if error_class == "connection":  # refused or dropped: what waits there is lost
+            self.waiting.abandon(node.name)
+
+    def _probe(self, target: HealthTarget) -> ProbeResult:
+        """The monitor's probe; a node found down loses the requests waiting on it (`waiting`)."""
+        result = probe_target(target)
+        if result.state == "down":
+            self.waiting.abandon(target.name)
+        return result
 
     def on_success(self, node: NodeState) -> None:
         """A request started on `node`: its back-off, if over, ends (the monitor readmits it)."""

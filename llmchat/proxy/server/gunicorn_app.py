@@ -146,13 +146,17 @@ def serve(
     options: WorkerOptions,
     *,
     announce: Callable[[str], None] | None = None,
+    on_reload: Callable[[], None] | None = None,
 ) -> int:
     """Serve the app `build` makes until SIGTERM (graceful) or SIGINT (quick); the exit code.
 
     `announce` gets the URL once the socket is bound, before any worker
     starts (port 0 binds a free port: this is where to learn which).
+    `on_reload` runs in the arbiter at its reload (SIGHUP), before it forks
+    the new workers: what it changes there, they inherit.
     """
-    application = _ProxyApplication(build, gunicorn_settings(host, port, options), announce)
+    settings = gunicorn_settings(host, port, options)
+    application = _ProxyApplication(build, settings, announce, on_reload)
     try:
         application.run()
     except SystemExit as stop:  # the arbiter's way of returning
@@ -166,10 +170,12 @@ class _ProxyApplication(BaseApplication):
         build: Build,
         settings: dict[str, Any],
         announce: Callable[[str], None] | None,
+        on_reload: Callable[[], None] | None = None,
     ) -> None:
         self._build = build
         self._settings = settings
         self._announce = announce
+        self._on_reload = on_reload
         self._release: Callable[[], None] | None = None
         super().__init__()
 
@@ -180,6 +186,7 @@ class _ProxyApplication(BaseApplication):
                 self.cfg.set(name, value)
         self.cfg.set("when_ready", self._when_ready)
         self.cfg.set("worker_exit", self._worker_exit)
+        self.cfg.set("on_reload", self._reloading)
 
     def load(self) -> _WSGIAppType:
         app, self._release = self._build()
@@ -192,6 +199,12 @@ class _ProxyApplication(BaseApplication):
         for listener in arbiter.LISTENERS:
             host, port = listener.sock.getsockname()[:2]
             self._announce(f"http://{f'[{host}]' if ':' in host else host}:{port}")
+
+    def _reloading(self, arbiter: Any) -> None:
+        # gunicorn's on_reload hook: in the arbiter, after it re-read its own
+        # settings and before it forks the new workers.
+        if self._on_reload is not None:
+            self._on_reload()
 
     def _worker_exit(self, arbiter: Any, worker: Any) -> None:
         release, self._release = self._release, None

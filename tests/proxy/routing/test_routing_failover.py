@@ -122,8 +122,10 @@ def test_a_5xx_before_the_first_chunk_is_retried_on_another_node(face):
 def test_a_failure_after_the_first_chunk_is_in_band_never_a_switch():
     with nodes("a", "b") as (a, b):
         a.override = lambda request: cut_stream()
+        clock = Clock()
         routed = RoutedUpstream(
-            config([node_config(a), node_config(b)], {"m": [Tier("x", ("a",)), Tier("x", ("b",))]})
+            config([node_config(a), node_config(b)], {"m": [Tier("x", ("a",)), Tier("x", ("b",))]}),
+            clock=clock,
         )
         with routed_proxy(routed) as (url, _):
             events = anthropic_client(url).messages.create(
@@ -133,6 +135,8 @@ def test_a_failure_after_the_first_chunk_is_in_band_never_a_switch():
             with pytest.raises(anthropic.APIError, match="answer was unusable"):
                 kinds.extend(event.type for event in events)
             assert "content_block_delta" in kinds  # the text came first
+            assert routed.nodes["a"].report()["state"] == "ejected"  # the cut ejects it
+            clock.now += PASSIVE_BACKOFF  # its back-off over, it is eligible again
             # The OpenAI relay: the frames that came, then the in-band error.
             stream = openai_client(url).chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}], stream=True
