@@ -22,7 +22,7 @@ result does to a node:
 
 An ejected node is readmitted by the first successful probe at or after the
 end of its back-off: at that end when it is already back, else at most
-`interval` after it comes back. `health_report` is what ``GET /health``
+`interval` after it comes back. `health_report.health_report` is what ``GET /health``
 answers for a routing proxy.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -41,7 +41,7 @@ from ...redact import Redactor
 from .ejections import BACKOFF_BASE, BACKOFF_CAP, Backoff, ejects, not_ready
 from .probes import ProbeResult, probe_backend
 
-__all__ = ["DEFAULT_INTERVAL", "HealthMonitor", "HealthTarget", "health_report", "probe_target"]
+__all__ = ["DEFAULT_INTERVAL", "HealthMonitor", "HealthTarget", "probe_target", "redactor_of"]
 
 log = logging.getLogger("llmchat.proxy")
 
@@ -328,7 +328,7 @@ class HealthMonitor:
         try:
             return self._probe(target)
         except Exception as exc:  # a subclass's probe must not stop the monitor
-            note = _redactor_of(target).exception(exc)
+            note = redactor_of(target).exception(exc)
             return ProbeResult("down", "probe", f"the probe raised: {note}")
 
     # -- decisions (under the lock) ---------------------------------------------
@@ -392,48 +392,9 @@ class HealthMonitor:
             return out
 
 
-def health_report(
-    targets: Iterable[HealthTarget],
-    *,
-    config_source: str,
-    config_digest: str,
-    monitor: HealthMonitor | None = None,
-) -> dict[str, Any]:
-    """What ``GET /health`` answers for a routing proxy: its status, each node, the live config.
-
-    ``status`` is ``ok`` when at least one node is eligible (its `report()`
-    says ``"eligible": true``), else ``degraded``. Each node's entry is its
-    `report()`, with the `monitor`'s view under ``health`` when given; every
-    string in it goes through the node's redactor, so no key is in it.
-    """
-    nodes = []
-    for target in targets:
-        entry: dict[str, Any] = {"name": target.name, "dialect": target.dialect}
-        entry.update(target.report())
-        if monitor is not None:
-            entry["health"] = monitor.report(target)
-        nodes.append(_scrubbed(entry, _redactor_of(target)))
-    eligible = any(node.get("eligible") is True for node in nodes)
-    return {
-        "status": "ok" if eligible else "degraded",
-        "nodes": nodes,
-        "config": {"source": config_source, "digest": config_digest},
-    }
-
-
-def _redactor_of(target: HealthTarget) -> Redactor:
+def redactor_of(target: HealthTarget) -> Redactor:
+    """The redactor of `target`'s backend: what takes its key out of a probe's note or a report."""
     try:
         return target.backend._redactor()
     except Exception:  # a target without a usable backend: scrub nothing rather than fail
         return Redactor(())
-
-
-def _scrubbed(value: Any, redactor: Redactor) -> Any:
-    """`value` with every string (keys included) through `redactor`."""
-    if isinstance(value, str):
-        return redactor.text(value)
-    if isinstance(value, Mapping):
-        return {_scrubbed(k, redactor): _scrubbed(v, redactor) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_scrubbed(item, redactor) for item in value]
-    return value

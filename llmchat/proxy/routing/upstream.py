@@ -53,7 +53,8 @@ from .admission import Busy, PlannedTier, Slot, admit, retryable
 from .choice import prefix_key
 from .config import RoutingConfig
 from .ejections import BACKOFF_BASE, BACKOFF_CAP
-from .health import HealthMonitor, HealthTarget, health_report, probe_target
+from .health import HealthMonitor, HealthTarget, probe_target
+from .health_report import health_report
 from .nodes import NodeState
 from .probes import ProbeResult
 from .relayed import relay_routed

@@ -21,7 +21,8 @@ from llmchat import OpenAICommon
 from llmchat.backends import Anthropic, Gemini, Ollama, OpenAIResponses
 from llmchat.proxy import make_app, make_server
 from llmchat.proxy.routing.ejections import Backoff, ejects
-from llmchat.proxy.routing.health import HealthMonitor, HealthTarget, health_report
+from llmchat.proxy.routing.health import HealthMonitor, HealthTarget
+from llmchat.proxy.routing.health_report import health_report
 from llmchat.proxy.routing.probes import ProbeResult
 from llmchat.testing import Drop, RecordedRequest, Reply, ScriptedServer
 
