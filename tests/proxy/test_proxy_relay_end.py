@@ -10,6 +10,7 @@ cut. The JavaScript clients' side is in `test_js_clients_openai`.
 from __future__ import annotations
 
 import json
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,7 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.proxy.faces.openai.relay_end import FrameGate, error_frame
 from llmchat.proxy.failures import client_message
-from llmchat.testing import Drop, Reply, ScriptedServer, Stall, Step, Write
+from llmchat.testing import Drop, Reply, ScriptedServer, Stall, Step, WaitFor, Write
 
 from ..support.chat_frames import chunk
 from ..support.proxy import UsageSink, running_proxy
@@ -180,3 +181,48 @@ def test_a_stream_that_ended_well_stays_byte_for_byte(done: bool) -> None:
                 timeout=WAIT,
             )
     assert answer.content == wire and wire.endswith(b"}\n" if not done else b"[DONE]\n")
+
+
+# -- after [DONE] the client has its whole answer ------------------------------------
+
+DONE_FRAMES = (FIRST, _frame(chunk({}, "stop")), b"data: [DONE]\n\n")
+
+
+def test_a_client_that_leaves_at_done_is_answered_not_aborted() -> None:
+    """The OpenAI SDK closes its response at ``[DONE]``, before the upstream's body
+    ends: the request is recorded as answered (200, ok), not as a client abort."""
+    release = threading.Event()
+    reply = _stream(*(Write(frame) for frame in DONE_FRAMES[1:]), WaitFor(release, WAIT))
+    sink = UsageSink()
+    try:
+        with ScriptedServer(reply) as upstream_url, OpenAICommon(upstream_url) as backend:
+            with running_proxy(backend, usage_log=sink) as url:
+                client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+                with client:
+                    stream = client.chat.completions.create(
+                        model="m", messages=MESSAGES, stream=True, timeout=WAIT
+                    )
+                    text = "".join(piece.choices[0].delta.content or "" for piece in stream)
+                # Recorded while the upstream still holds its body open: the hang-up
+                # ended the relay, and it was no abort.
+                [event] = sink.wait(1)
+    finally:
+        release.set()
+    assert text == "partial "
+    assert (event["status"], event["ok"], event["error_type"]) == (200, True, None)
+
+
+def test_an_upstream_that_breaks_off_after_done_cuts_nothing() -> None:
+    """The answer was whole at ``[DONE]``: a broken tail is neither an error frame nor a cut."""
+    reply = _stream(*(Write(frame) for frame in DONE_FRAMES[1:]), Drop())
+    sink = UsageSink()
+    with ScriptedServer(reply) as upstream_url, OpenAICommon(upstream_url) as backend:
+        with running_proxy(backend, usage_log=sink) as url:
+            answer = requests.post(
+                url + "/v1/chat/completions",
+                json={"model": "m", "messages": MESSAGES, "stream": True},
+                timeout=WAIT,
+            )
+            [event] = sink.wait(1)
+    assert answer.content == b"".join(DONE_FRAMES)
+    assert (event["status"], event["ok"], event["error_type"]) == (200, True, None)

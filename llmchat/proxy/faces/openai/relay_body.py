@@ -54,8 +54,14 @@ class RelayBody(AccountedBody):
                     data = gate.feed(data)
                 if data:
                     yield data
+                    # The client has the whole answer once [DONE] is written: the
+                    # OpenAI SDKs close there, before the upstream's body ends, and
+                    # that hang-up is no abort.
+                    self._completed = self._completed or meter.done
         except RelayBroken as exc:
             broken = exc
+        if broken is not None and self._completed:
+            return  # after [DONE]: the client has its whole answer, and nothing is cut
         if broken is not None:
             # A held tail (half a frame, or bytes that might start the key) is dropped.
             detail = relay.redactor.text(str(broken))

@@ -33,6 +33,8 @@ class RelayMeter:
         self.model: str | None = None
         self.finished = False
         """True once the answer was complete: ``[DONE]``/a finish reason, or a whole body."""
+        self.done = False
+        """True once a stream's ``data: [DONE]`` was fed (whole: the frame is relayed with it)."""
         self._decoder = SSEDecoder(max_event_bytes) if event_stream else None
         self._parser = Accumulator("chat", keep_raw=False) if event_stream else None
         self._body: list[bytes] = []
@@ -75,6 +77,7 @@ class RelayMeter:
                 self._usage(parser.payload)
             for chunk in chunks:
                 self.content_bytes += utf8_size(chunk.content)
+        self.done = parser.done
         self.finished = parser.done or parser.finished
 
     def _usage(self, payload: dict[str, Any]) -> None:
