@@ -23,12 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from ...pipeline.judge import ERR_STREAM_CLOSED
+
 __all__ = [
     "BACKOFF_BASE",
     "BACKOFF_CAP",
     "EJECTING_CLASSES",
     "NOT_READY_STATUS",
     "Backoff",
+    "broke_off",
     "ejects",
     "not_ready",
 ]
@@ -61,6 +64,19 @@ def ejects(error_class: str | None, status: int | None = None) -> bool:
     if error_class != "http" or not_ready(error_class, status):
         return False
     return status is None or status >= 500 or status in _NODE_STATUSES
+
+
+def broke_off(error_class: str | None, err: str | None) -> bool:
+    """Whether a stream that had started failed by the node's doing: cut, silent, or gone.
+
+    A connection lost, a read that timed out, or a stream that closed without
+    ``[DONE]`` or a finish reason. Not an answer the model ended (``length``,
+    ``content_filter``), an in-band error about the request, or anything
+    malformed: the node served those, and another request may be fine there.
+    """
+    if error_class in ("connection", "timeout"):
+        return True
+    return error_class == "response" and err == ERR_STREAM_CLOSED
 
 
 def not_ready(error_class: str | None, status: int | None) -> bool:

@@ -52,7 +52,7 @@ from ..upstream import Call, Upstream
 from .admission import Busy, PlannedTier, Slot, admit, retryable
 from .choice import prefix_key
 from .config import RoutingConfig
-from .ejections import BACKOFF_BASE, BACKOFF_CAP
+from .ejections import BACKOFF_BASE, BACKOFF_CAP, broke_off
 from .health import HealthMonitor, HealthTarget, probe_target
 from .health_report import health_report
 from .nodes import NodeState
@@ -277,10 +277,11 @@ class RoutedUpstream:
         return failure_of(started)
 
     def _ended(self, node: NodeState, response: Response) -> None:
-        """A Response that had started on `node` settled: a failure ejects the node."""
-        if response.is_cancelled or response.is_success or response.error_class is None:
+        """A Response that had started on `node` settled: a stream that broke off ejects it."""
+        error_class = response.error_class
+        if response.is_cancelled or error_class is None or not broke_off(error_class, response.err):
             return
-        self.on_failure(node, response.error_class, response.error_status)
+        self.on_failure(node, error_class, response.error_status)
 
     def snapshot(self) -> Tables:
         """The live tables (one request routes by one snapshot, whatever reloads meanwhile)."""

@@ -148,3 +148,39 @@ def test_a_cancel_after_the_first_byte_does_not_eject() -> None:
         assert event["ok"] is False
         assert routed.nodes["a"].report()["state"] != "ejected"
         assert released == [1]
+
+
+def _ends_on_length(request: Any) -> Reply:
+    """A stream the model ends at its token limit: a failure, but the node served it."""
+    return Reply.sse(
+        [chunk({"role": "assistant", "content": "partial "}), chunk({}, "length")], done=True
+    )
+
+
+def _in_band_error(request: Any) -> Reply:
+    """A stream that ends with the server's in-band error about the request."""
+    return Reply.sse(
+        [chunk({"role": "assistant", "content": "partial "}), {"error": {"message": "bad"}}],
+        done=False,
+    )
+
+
+@pytest.mark.parametrize("ending", [_ends_on_length, _in_band_error], ids=["length", "in-band"])
+def test_an_answer_the_model_or_server_ended_does_not_eject(ending: Any) -> None:
+    """Only a stream that broke off (cut, silent, gone) is the node's fault: a node whose
+    answer hit ``max_tokens`` stays eligible for the next request."""
+    with nodes("a") as (a,):
+        a.override = ending
+        routed = RoutedUpstream(config([node_config(a)], {"m": [Tier("x", ("a",))]}), clock=Clock())
+        with routed_proxy(routed) as (url, sink):
+            events = anthropic_client(url).messages.create(
+                model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+            seen = [event.type for event in events] if ending is _ends_on_length else []
+            if ending is _in_band_error:
+                with pytest.raises(anthropic.APIError):
+                    seen.extend(event.type for event in events)
+            [event] = sink.wait(1)
+        assert "content_block_delta" in seen
+        assert event["node"] == "a"
+        assert routed.nodes["a"].report()["state"] != "ejected"
