@@ -7,11 +7,12 @@ completion: the alias's tiers, admission, the model rewritten to the tier's
 the connection or answers 429/5xx before its headers are relayed is left for
 another node, then the next tier; one whose body breaks off or goes silent
 past its read timeout afterwards is ejected (the client gets the face's
-in-band error). The slot is held until the relayed body closes. The relay
-speaks OpenAI's wire format only, so it uses a tier's ``openai``-dialect
-nodes and passes the others over; a model with none is a 404 at once
-(`not_relayed`), never a wait and a 503. Anything else goes to
-the metadata node as sent.
+in-band error; `RoutedUpstream.on_broken`, the rule of the Response path too:
+a body that passes a size limit does not eject). The slot is held until
+the relayed body closes. The relay speaks OpenAI's wire format only, so it
+uses a tier's ``openai``-dialect nodes and passes the others over; a model
+with none is a 404 at once (`not_relayed`), never a wait and a 503.
+Anything else goes to the metadata node as sent.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def relay_routed(
             # After the first byte there is no other node to try: a body that goes
             # silent past the node's read timeout, or is cut, is the client's in-band
             # error, and the node is ejected like one that failed before it.
-            relay.on_broken(functools.partial(router.on_failure, node))
+            relay.on_broken(functools.partial(router.on_broken, node))
             return
         got.release()
         if failure.error_class == "client_abort" or not retryable(

@@ -278,10 +278,16 @@ class RoutedUpstream:
 
     def _ended(self, node: NodeState, response: Response) -> None:
         """A Response that had started on `node` settled: a stream that broke off ejects it."""
-        error_class = response.error_class
-        if response.is_cancelled or error_class is None or not broke_off(error_class, response.err):
+        if response.is_cancelled or response.error_class is None:
             return
-        self.on_failure(node, error_class, response.error_status)
+        self.on_broken(node, response.error_class, response.err)
+
+    def on_broken(self, node: NodeState, error_class: str, err: str | None = None) -> None:
+        """A stream that had started on `node` failed: the node is ejected only if it broke
+        off (`ejections.broke_off`: cut, silent, gone), on the Response path and the byte
+        relay alike; one the model ended or that passed a size limit leaves it eligible."""
+        if broke_off(error_class, err):
+            self.on_failure(node, error_class)
 
     def snapshot(self) -> Tables:
         """The live tables (one request routes by one snapshot, whatever reloads meanwhile)."""

@@ -184,3 +184,41 @@ def test_an_answer_the_model_or_server_ended_does_not_eject(ending: Any) -> None
         assert "content_block_delta" in seen
         assert event["node"] == "a"
         assert routed.nodes["a"].report()["state"] != "ejected"
+
+
+def _long_stream(request: Any) -> Reply:
+    """A well-formed stream longer than the node's `max_response_bytes` in these tests."""
+    deltas = [chunk({"role": "assistant", "content": "word " * 20}) for _ in range(20)]
+    return Reply.sse([*deltas, chunk({}, "stop")], done=True)
+
+
+@pytest.mark.parametrize("face", ["openai", "anthropic"])
+def test_a_body_past_the_size_limit_is_in_band_and_does_not_eject(face: str) -> None:
+    """The relay and the Response path share one rule (`RoutedUpstream.on_broken`): a body
+    that passes the proxy's own size limit is the client's in-band error, and the node,
+    which served it, stays eligible (before, the relay ejected on any broken body)."""
+    with nodes("a") as (a,):
+        a.override = _long_stream
+        routed = RoutedUpstream(config([node_config(a)], {"m": [Tier("x", ("a",))]}), clock=Clock())
+        routed.nodes["a"].backend.max_response_bytes = 600
+        released = _count_releases(routed, "a")
+        with routed_proxy(routed) as (url, sink):
+            messages = [{"role": "user", "content": "hi"}]
+            if face == "openai":
+                stream: Any = openai_client(url).chat.completions.create(
+                    model="m", messages=messages, stream=True
+                )
+                error: type[Exception] = openai.APIError
+            else:
+                stream = anthropic_client(url).messages.create(
+                    model="m", max_tokens=8, messages=messages, stream=True
+                )
+                error = anthropic.APIError
+            seen: list[Any] = []
+            with pytest.raises(error):
+                seen.extend(stream)
+            [event] = sink.wait(1)
+        assert seen, "the first events were relayed before the limit"
+        assert event["ok"] is False and event["node"] == "a"
+        assert routed.nodes["a"].report()["state"] != "ejected"
+        assert released == [1]
