@@ -28,7 +28,8 @@ from ..failures import Failure
 from ..openai_models import model_list
 from ..relay import Relay, open_relay
 from ..upstream import Upstream
-from .admission import Busy, retryable
+from .admission import Slot, retryable
+from .attempts import Next, over_route
 from .choice import prefix_key
 from .table import unknown_model
 from .waiting import ABANDONED
@@ -111,19 +112,13 @@ def relay_routed(
         router.wake()
 
     relay.on_cancel(cancel)
-    failed: set[str] = set()
-    last: Failure | None = None
     redactor = router.redactor()
-    while True:
-        got = router.admit(tables, route, key, failed, cancelled.is_set)
-        if isinstance(got, Busy):
-            relay.failure = router.refusal(got, last, tables)
-            return
+
+    def attempt(got: Slot) -> Next | None:
         node = got.node
         if node.dialect != "openai":  # the byte relay speaks OpenAI's format only
             got.release()
-            failed.add(node.name)
-            continue
+            return Next()
         relay.node, relay.tier = node.name, got.tier
         sent = wire_json.encode_data(got.request_body(body, route.tiers[got.tier].model))
         if relay.http is not None or relay.failure is not None:
@@ -143,12 +138,15 @@ def relay_routed(
             # silent past the node's read timeout, or is cut, is the client's in-band
             # error, and the node is ejected like one that failed before it.
             relay.on_broken(functools.partial(router.on_broken, node))
-            return
+            return None
         got.release()
         if failure.error_class == "client_abort" or not retryable(
             failure.error_class, failure.upstream_status
         ):
-            return
+            return None
         router.on_failure(node, failure.error_class, failure.upstream_status)
-        failed.add(node.name)
-        last = failure
+        return Next(failure)
+
+    refused = over_route(router, tables, route, key, cancelled.is_set, attempt)
+    if refused is not None:
+        relay.failure = refused

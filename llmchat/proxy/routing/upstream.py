@@ -37,7 +37,6 @@ keep their slots and health.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -46,10 +45,11 @@ from typing import Any, Final
 
 from ...redact import Redactor
 from ...response import Response
-from ..failures import CANCELLED, Failure, client_message, failure_of, status_for
+from ..failures import Failure, client_message, failure_of, status_for
 from ..relay import Relay
 from ..upstream import Call, Upstream
 from .admission import Busy, PlannedTier, Slot, admit, retryable
+from .attempts import Next, over_route
 from .choice import prefix_key
 from .config import RoutingConfig
 from .ejections import BACKOFF_BASE, BACKOFF_CAP, broke_off
@@ -221,22 +221,19 @@ class RoutedUpstream:
         call.alias = route.alias
         key = prefix_key(body) if tables.config.routing.affinity == "prefix" else None
         call.on_cancel(self.wake)
-        failed: set[str] = set()
-        last: Failure | None = None
-        while True:
-            got = self.admit(tables, route, key, failed, lambda: call.cancelled)
-            if isinstance(got, Busy):
-                return self.refusal(got, last, tables)
-            started = self._try(got, route, body, call)
-            if not isinstance(started, Failure):
-                return started
-            failed.add(got.node.name)
-            last = started
+        return over_route(
+            self,
+            tables,
+            route,
+            key,
+            lambda: call.cancelled,
+            lambda slot: self._try(slot, route, body, call),
+        )
 
     def _try(
         self, slot: Slot, route: Route, body: Mapping[str, Any], call: Call
-    ) -> Response | Failure:
-        """One node's attempt: its Response once it has a chunk or settled; a Failure to retry."""
+    ) -> Response | Next:
+        """One node's attempt: its Response once it has a chunk or settled; `Next` to retry."""
         node = slot.node
         call.node, call.tier = node.name, slot.tier
         tier = route.tiers[slot.tier]
@@ -247,7 +244,7 @@ class RoutedUpstream:
             raise
         if isinstance(started, Failure):  # a one-backend Upstream returns none; kept safe
             slot.release()
-            return started
+            return Next(started)
         if not started._add_settle_hook(slot.release):
             slot.release()
         abandoned = threading.Event()
@@ -262,7 +259,7 @@ class RoutedUpstream:
                 arrived = True
                 break
         if abandoned.is_set() and not arrived and not call.cancelled:
-            return _GONE  # nothing reached the client: another node may serve it
+            return Next(_GONE)  # nothing reached the client: another node may serve it
         if arrived or not started.is_done or started.is_success or started.is_cancelled:
             if not started.is_cancelled:
                 self.on_success(node)
@@ -274,7 +271,7 @@ class RoutedUpstream:
         if not retryable(error_class, status):
             return started
         self.on_failure(node, error_class, status)
-        return failure_of(started)
+        return Next(failure_of(started))
 
     def _ended(self, node: NodeState, response: Response) -> None:
         """A Response that had started on `node` settled: a stream that broke off ejects it."""
@@ -310,22 +307,6 @@ class RoutedUpstream:
             key=key,
             skip=failed,
             cancelled=cancelled,
-        )
-
-    def refusal(self, busy: Busy, last: Failure | None, tables: Tables) -> Failure:
-        """What a request that got no slot is answered: 429 (all busy), the last node's
-        failure, or 503 (no eligible node); a cancelled one is `CANCELLED`."""
-        if busy.cancelled:
-            return CANCELLED
-        retry = str(max(1, math.ceil(tables.config.routing.wait_timeout_ms / 1000)))
-        if busy.full:
-            return Failure(
-                429, "Every node serving this model is busy", "overloaded", retry_after=retry
-            )
-        if last is not None:
-            return last
-        return Failure(
-            503, "No node serving this model is available", "unavailable", retry_after=retry
         )
 
     def wake(self) -> None:
