@@ -46,6 +46,8 @@ SECTION = "Routing over real llama-servers"
 MODEL = "tiny"
 CLIENT_TIMEOUT = 150.0
 """The client's read timeout: longer than the proxy's 60 s `headers` timeout to a node."""
+RUN_TIMEOUT = 300.0
+"""The longest one run of conversations may take; a request running then is lost."""
 FIRST_WORDS = 160
 """Words of a conversation's first user turn."""
 WORDS = (
@@ -192,6 +194,7 @@ def conversations(
     import requests
 
     results: list[Outcome] = []
+    running: dict[int, Outcome] = {}
     lock = threading.Lock()
 
     def one(conversation: int) -> None:
@@ -203,20 +206,32 @@ def conversations(
                 {"role": "user", "content": user_message(rng, seed * 100 + conversation, turn)}
             )
             outcome = Outcome(seed * 100 + conversation, turn)
+            with lock:
+                running[conversation] = outcome
             request(session, url, messages, max_tokens, outcome)
             with lock:
+                if running.pop(conversation, None) is None:
+                    return  # the run gave up on it (below): counted already
                 results.append(outcome)
             if on_answer is not None:
                 on_answer(outcome)
             messages.append({"role": "assistant", "content": outcome.text or "ok"})
         session.close()
 
-    threads = [threading.Thread(target=one, args=(c,)) for c in range(count)]
+    threads = [threading.Thread(target=one, args=(c,), daemon=True) for c in range(count)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + RUN_TIMEOUT
     for thread in threads:
-        thread.join(300)
-    return results
+        thread.join(max(0.0, deadline - time.monotonic()))
+    with lock:  # a request still running now failed (lost if it had no status yet); its
+        # conversation's later turns never ran
+        for outcome in running.values():
+            outcome.error = f"still running after the run's {RUN_TIMEOUT:.0f} s"
+            outcome.ended = time.perf_counter()
+            results.append(outcome)
+        running.clear()
+        return list(results)
 
 
 class Served:

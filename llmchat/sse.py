@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["EventTooLarge", "SSEDecoder", "SSEEvent"]
+__all__ = ["EventTooLarge", "KeepAliveOnly", "KeepAliveWatch", "SSEDecoder", "SSEEvent"]
 
 _CR: Final = 0x0D
 _LF: Final = 0x0A
@@ -63,6 +63,48 @@ class EventTooLarge(Exception):
         super().__init__(f"Stream event larger than max_event_bytes ({limit} bytes)")
         self.limit = limit
         self.events: list[SSEEvent] = []
+
+
+class KeepAliveOnly(Exception):
+    """A stream sent nothing but comments (keep-alive pings) for longer than its limit.
+
+    A server that can no longer answer may go on pinging: llama-server's
+    ``sse_ping_interval`` (30 s) writes ``:`` comments while a stream waits
+    for its next token, and after a SIGTERM it waits forever. The pings keep
+    every socket read short, so the read timeout alone never fires.
+    """
+
+    def __init__(self, limit: float) -> None:
+        super().__init__(f"Body silent for more than {limit:g}s (keep-alive comments only)")
+        self.limit = limit
+
+
+class KeepAliveWatch:
+    """Bounds the time a stream may answer with comments alone (`limit` seconds; None: no bound).
+
+    Feed it each read's events with the read's time. A read that completes a
+    comment and no event, `limit` seconds or more after the last event (or
+    after the watch began: the headers), raises `KeepAliveOnly`; a read that
+    completes no line at all (half an event) is neither. No clock of its own.
+    """
+
+    __slots__ = ("last", "limit")
+
+    def __init__(self, limit: float | None, now: float) -> None:
+        self.limit = limit
+        self.last = now
+        """When the last event (not a comment) arrived, or the watch began."""
+
+    def seen(self, events: list[SSEEvent], now: float) -> None:
+        """One read's `events` arrived at `now`; raises `KeepAliveOnly` past the limit."""
+        if not events:
+            return
+        for event in events:
+            if event.comment is None:
+                self.last = now
+                return
+        if self.limit is not None and now - self.last >= self.limit:
+            raise KeepAliveOnly(self.limit)
 
 
 def feed_collecting(feed: Callable[[bytes, list[SSEEvent]], None], data: bytes) -> list[SSEEvent]:

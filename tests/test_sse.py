@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmchat.sse import EventTooLarge, SSEDecoder, SSEEvent
+from llmchat.sse import EventTooLarge, KeepAliveOnly, KeepAliveWatch, SSEDecoder, SSEEvent
 
 from .support.golden_sse import (
     FIXTURES_DIR,
@@ -385,3 +385,31 @@ def test_without_stray_json_a_bare_object_is_ignored_as_eventsource_does() -> No
     decoder = SSEDecoder()
     events = decoder.feed(b'data: {"a": 1}\n\n{\n  "error": 1\n}\n') + decoder.flush()
     assert [e.data for e in events if e.data is not None] == ['{"a": 1}']
+
+
+# -- KeepAliveWatch: pings alone must not outlast the read timeout ---------------------
+
+PING = SSEEvent(comment="")
+TOKEN = SSEEvent(data='{"choices": []}')
+
+
+def test_keepalive_watch_raises_once_only_comments_came_for_the_limit() -> None:
+    watch = KeepAliveWatch(30.0, now=100.0)
+    watch.seen([PING], 129.9)  # within the limit
+    watch.seen([], 200.0)  # half an event: no line completed, no verdict
+    with pytest.raises(KeepAliveOnly, match=r"more than 30s \(keep-alive comments only\)"):
+        watch.seen([PING, PING], 130.0)
+
+
+def test_keepalive_watch_an_event_restarts_the_limit() -> None:
+    watch = KeepAliveWatch(30.0, now=0.0)
+    watch.seen([PING, TOKEN], 25.0)  # an event among comments is an answer
+    watch.seen([PING], 54.0)
+    assert watch.last == 25.0
+    with pytest.raises(KeepAliveOnly):
+        watch.seen([PING], 55.0)
+
+
+def test_keepalive_watch_without_a_limit_never_raises() -> None:
+    watch = KeepAliveWatch(None, now=0.0)
+    watch.seen([PING], 1e9)

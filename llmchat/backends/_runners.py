@@ -32,7 +32,7 @@ from ..pipeline.judge import (
 )
 from ..response import Response, writer_of
 from ..response_writer import ResponseWriter
-from ..sse import EventTooLarge, SSEDecoder, SSEEvent
+from ..sse import EventTooLarge, KeepAliveWatch, SSEDecoder, SSEEvent
 from ..transport import (
     Exchange,
     Timeouts,
@@ -240,9 +240,11 @@ def pump_reads(
     lift = call.lift_usage
     grace = call.timeouts.finish_grace
     response = writer.response
+    # The read timeout bounds a silence; this bounds keep-alive pings that never end.
+    pings = KeepAliveWatch(call.timeouts.headers, time.monotonic())
     for data in http.iter_bytes(call.max_response_bytes):
         wirelog.first_byte()
-        response.last_activity_at = time.monotonic()
+        response.last_activity_at = now = time.monotonic()
         finished = acc.finish_reason is not None
         try:
             events = decoder.feed(data)
@@ -251,6 +253,7 @@ def pump_reads(
                 writer, acc, exchange, grace, _apply(exc.events, acc, response, lift), finished
             )
             raise
+        pings.seen(events, now)
         _publish(writer, acc, exchange, grace, _apply(events, acc, response, lift), finished)
         if acc.done:
             return CANCELLED_ENDING if exchange.aborted == "cancel" else DONE_ENDING

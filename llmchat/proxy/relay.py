@@ -115,7 +115,8 @@ class Relay:
         """Run `hook(error_class)` (quick, never raising) if the upstream body breaks off.
 
         Not for a cancel: a client's hang-up is nobody's fault upstream. The
-        router ejects the node with it (a stream that went silent or was cut).
+        router judges it (`RoutedUpstream.on_broken`): a stream that went
+        silent, pinged past its read timeout or was cut ejects the node.
         """
         self._broken_hooks.append(hook)
 
@@ -144,12 +145,17 @@ class Relay:
                 error_class, message = classify_exception(
                     exc, exchange=self.exchange, after_headers=True, timeouts=self.timeouts
                 )
-                hooks, self._broken_hooks = self._broken_hooks, []
-                for hook in hooks:
-                    hook(error_class)
+                self.broke(error_class)
                 raise RelayBroken(message, error_class) from exc
         finally:
             self.close()
+
+    def broke(self, error_class: str) -> None:
+        """The body broke off as `error_class` (the transport's, or what its reader found):
+        runs the `on_broken` hooks, once, whoever calls it first."""
+        hooks, self._broken_hooks = self._broken_hooks, []
+        for hook in hooks:
+            hook(error_class)
 
     def cancel(self) -> None:
         self.exchange.abort("cancel")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .chat import ChatResponder
 from .headers import Headers
 from .record import RecordedRequest
-from .script import Drop, Pause, Reply, ScriptError, Stall, Step, WaitFor, Write
+from .script import Drop, Pause, Pings, Reply, ScriptError, Stall, Step, WaitFor, Write
 from .server import Script, ScriptedServer
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "Drop",
     "Headers",
     "Pause",
+    "Pings",
     "RecordedRequest",
     "Reply",
     "Script",

@@ -6,7 +6,7 @@ import time
 
 from .channel import Channel, Hangup
 from .record import RecordedRequest
-from .script import Drop, Pause, Reply, Stall, Step, WaitFor, Write
+from .script import Drop, Pause, Pings, Reply, Stall, Step, WaitFor, Write
 from .wire import LAST_CHUNK, encode_chunk, status_line
 
 __all__ = ["play_reply", "reply_head"]
@@ -90,6 +90,10 @@ def _play_step(channel: Channel, step: Step, record: RecordedRequest, *, frame: 
         channel.pause(step.seconds)
     elif isinstance(step, Stall):
         channel.pause(None)
+    elif isinstance(step, Pings):
+        while True:  # until the client leaves or the server stops (`Hangup`)
+            _write(channel, step.data, record, frame=frame)
+            channel.pause(step.every)
     elif isinstance(step, WaitFor):
         channel.wait_event(step.event, step.timeout)
     elif isinstance(step, Drop):

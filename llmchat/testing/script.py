@@ -18,6 +18,7 @@ __all__ = [
     "Drop",
     "Framing",
     "Pause",
+    "Pings",
     "Reply",
     "ScriptError",
     "Stall",
@@ -84,6 +85,22 @@ class Stall:
 
 
 @dataclass(frozen=True, slots=True)
+class Pings:
+    """Send `data` (an SSE comment) every `every` seconds, for ever: a server that can no
+    longer answer but keeps the stream alive (llama-server after SIGTERM pings every 30 s).
+
+    Like `Stall`, it ends only when the client leaves or the server stops.
+    """
+
+    every: float
+    data: bytes = b":\n\n"
+
+    def __post_init__(self) -> None:
+        if not self.every > 0:
+            raise ValueError(f"Pings(every) must be > 0, got {self.every!r}")
+
+
+@dataclass(frozen=True, slots=True)
 class Drop:
     """Close the connection now, mid-reply; with `rst=True` as a TCP reset (`SO_LINGER` 0)."""
 
@@ -101,7 +118,7 @@ class WaitFor:
     timeout: float | None = None
 
 
-Step: TypeAlias = Write | Pause | Stall | Drop | WaitFor
+Step: TypeAlias = Write | Pause | Stall | Pings | Drop | WaitFor
 
 
 @dataclass(frozen=True)
@@ -291,6 +308,6 @@ def _checked_steps(steps: Iterable[Step]) -> tuple[Step, ...]:
     for step in checked:
         if not isinstance(step, Step):
             raise TypeError(
-                f"a reply step must be Write, Pause, Stall, Drop or WaitFor, got {step!r}"
+                f"a reply step must be Write, Pause, Stall, Pings, Drop or WaitFor, got {step!r}"
             )
     return checked

@@ -16,7 +16,7 @@ from requests import exceptions as rq
 from urllib3 import exceptions as u3
 
 from ..errors import ErrorClass
-from ..sse import EventTooLarge
+from ..sse import EventTooLarge, KeepAliveOnly
 from .base import BodyTooLarge
 from .exchange import Exchange
 from .timeouts import Timeouts
@@ -72,6 +72,7 @@ _ROWS: Final[tuple[tuple[Any, bool | None, ErrorClass, str], ...]] = (
     (u3.ReadTimeoutError, False, "timeout", "No response headers within {headers}"),
     (u3.ReadTimeoutError, True, "timeout", "Body silent for more than {headers}"),
     (socket.timeout, None, "timeout", "Server silent for more than {headers}"),
+    (KeepAliveOnly, None, "timeout", "{detail}"),
     # llmchat's own size limits: their message names the limit.
     (BodyTooLarge, None, "response", "{detail}"),
     (EventTooLarge, None, "response", "{detail}"),

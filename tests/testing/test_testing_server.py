@@ -19,6 +19,7 @@ import requests
 from llmchat.testing import (
     Drop,
     Pause,
+    Pings,
     RecordedRequest,
     Reply,
     ScriptedServer,
@@ -371,6 +372,30 @@ def test_stall_before_headers_times_out_the_client_and_sees_it_leave() -> None:
     assert record.headers_sent_at is None
     assert record.disconnected_at is not None and record.disconnected_at >= record.received_at
     assert record.finished.is_set()
+
+
+def test_pings_repeat_until_the_client_leaves() -> None:
+    """`Pings`: a server that keeps a stream alive with comments and never answers."""
+    reply = Reply(
+        steps=[Write(b"data: 1\n\n"), Pings(0.01)],
+        framing="chunked",
+        headers={"Content-Type": "text/event-stream"},
+    )
+    server = ScriptedServer(reply)
+    with server as url:
+        with requests.get(url + "/models", stream=True, timeout=5) as answer:
+            lines = answer.iter_lines()
+            assert next(lines) == b"data: 1"
+            pings = [line for line, _ in zip(lines, range(8), strict=False) if line == b":"]
+        assert len(pings) >= 3
+        record = server.requests[0]
+        assert record.disconnected.wait(5)  # closing the reply ended the pings
+    assert len(record.writes) >= 4
+
+
+def test_pings_need_a_positive_interval() -> None:
+    with pytest.raises(ValueError, match="every"):
+        Pings(0)
 
 
 def test_client_leaving_during_prefill_pause_ends_it_early() -> None:

@@ -21,7 +21,7 @@ import pytest
 from llmchat.proxy.failures import client_message
 from llmchat.proxy.routing.config import Tier
 from llmchat.proxy.routing.upstream import PASSIVE_BACKOFF, RoutedUpstream
-from llmchat.testing import Reply, Stall, Write
+from llmchat.testing import Pings, Reply, Stall, Write
 
 from ...support.chat_frames import chunk
 from ..support import anthropic_client
@@ -32,14 +32,25 @@ SILENCE = 0.2
 """The node's read timeout in these tests: how long a silence it is allowed."""
 
 
-def _silent_after_a_chunk(request: Any) -> Reply:
+def _silent_after_a_chunk(request: Any, then: Stall | Pings | None = None) -> Reply:
     first = b"data: " + json.dumps(chunk({"role": "assistant", "content": "partial "})).encode()
     return Reply(
         200,
         {"Content-Type": "text/event-stream"},
         framing="chunked",
-        steps=[Write(first + b"\n\n"), Stall()],
+        steps=[Write(first + b"\n\n"), then or Stall()],
     )
+
+
+def _pinging_after_a_chunk(request: Any) -> Reply:
+    """A node that can no longer answer but pings (llama-server after SIGTERM, every 30 s):
+    each read is short, so only the time without an event bounds it."""
+    return _silent_after_a_chunk(request, Pings(SILENCE / 4))
+
+
+SILENT_NODES = pytest.mark.parametrize(
+    "silent", [_silent_after_a_chunk, _pinging_after_a_chunk], ids=["stalled", "pinging"]
+)
 
 
 def _short_read_timeout(routed: RoutedUpstream, name: str) -> None:
@@ -61,10 +72,13 @@ def _count_releases(routed: RoutedUpstream, name: str) -> list[int]:
     return released
 
 
+@SILENT_NODES
 @pytest.mark.parametrize("face", ["openai", "anthropic"])
-def test_a_node_silent_mid_stream_is_an_in_band_timeout_and_is_ejected(face: str) -> None:
+def test_a_node_silent_mid_stream_is_an_in_band_timeout_and_is_ejected(
+    face: str, silent: Any
+) -> None:
     with nodes("a", "b") as (a, b):
-        a.override = _silent_after_a_chunk
+        a.override = silent
         routed = RoutedUpstream(
             config([node_config(a), node_config(b)], {"m": [Tier("x", ("a",)), Tier("x", ("b",))]}),
             clock=Clock(),
@@ -106,8 +120,9 @@ def test_a_node_silent_mid_stream_is_an_in_band_timeout_and_is_ejected(face: str
             assert b.chats == 1
 
 
+@SILENT_NODES
 def test_the_one_upstream_relay_names_the_read_timeout_it_used(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, silent: Any
 ) -> None:
     """The log says the silence the backend allowed, not the default's 60 s."""
     from llmchat import OpenAICommon
@@ -116,7 +131,7 @@ def test_the_one_upstream_relay_names_the_read_timeout_it_used(
     from ...support.proxy import UsageSink, running_proxy
 
     sink = UsageSink()
-    with ScriptedServer(_silent_after_a_chunk(None)) as upstream_url:
+    with ScriptedServer(silent(None)) as upstream_url:
         with OpenAICommon(upstream_url, headers_timeout=SILENCE) as backend:
             with running_proxy(backend, usage_log=sink) as url:
                 client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)

@@ -60,6 +60,7 @@ class RelayBody(AccountedBody):
                     self._completed = self._completed or meter.done
         except RelayBroken as exc:
             broken = exc
+            relay.broke(exc.error_class)  # the meter's too: a stream that only pings is silent
         if broken is not None and self._completed:
             return  # after [DONE]: the client has its whole answer, and nothing is cut
         if broken is not None:

@@ -7,11 +7,12 @@ event still gets token counts and the answer's text bytes.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ....completion import parse_completion, usage_fields
 from ....pipeline.accumulate import Accumulator
-from ....sse import EventTooLarge, SSEDecoder
+from ....sse import EventTooLarge, KeepAliveOnly, KeepAliveWatch, SSEDecoder
 from ....transport import decode_body, parse_json
 from ...outbound import utf8_size
 from ...upstream import RelayBroken
@@ -23,7 +24,13 @@ class RelayMeter:
     """Feed it every relayed byte; read `input_tokens`, `output_tokens`, `cached_tokens`,
     `content_bytes`."""
 
-    def __init__(self, *, event_stream: bool, max_event_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        event_stream: bool,
+        max_event_bytes: int | None = None,
+        silence: float | None = None,
+    ) -> None:
         self.event_stream = event_stream
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
@@ -38,9 +45,12 @@ class RelayMeter:
         self._decoder = SSEDecoder(max_event_bytes) if event_stream else None
         self._parser = Accumulator("chat", keep_raw=False) if event_stream else None
         self._body: list[bytes] = []
+        # `silence`: the node's read timeout, which pings alone must not outlast either.
+        self._pings = KeepAliveWatch(silence, time.monotonic()) if silence is not None else None
 
     def feed(self, data: bytes) -> None:
-        """Watch `data`; raises `RelayBroken` ("response") when an event passes the limit."""
+        """Watch `data`; raises `RelayBroken`: ("response") when an event passes the limit,
+        ("timeout") when the stream sent only keep-alive comments for `silence` seconds."""
         if self._decoder is None:
             self._body.append(data)
             return
@@ -50,6 +60,11 @@ class RelayMeter:
             self._events(exc.events)
             raise RelayBroken(str(exc), "response") from exc
         self._events(events)
+        if self._pings is not None:
+            try:
+                self._pings.seen(events, time.monotonic())
+            except KeepAliveOnly as exc:
+                raise RelayBroken(str(exc), "timeout") from exc
 
     def close(self) -> None:
         """The body ended; read what a whole (non-stream) body said."""

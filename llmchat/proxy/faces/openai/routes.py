@@ -106,6 +106,7 @@ def relay(
     meter = RelayMeter(
         event_stream=content_type.startswith("text/event-stream"),
         max_event_bytes=upstream_call.max_event_bytes,
+        silence=upstream_call.timeouts.headers if upstream_call.timeouts is not None else None,
     )
     # No Content-Length: scrubbing the key out can change the body's length.
     exchange.begin(http.status_code, content_type, STREAM_HEADERS if meter.event_stream else ())
