@@ -77,6 +77,9 @@ class Response(AnswerText, Pacing):
         """Reasoning tokens, where the provider breaks them out; None = not reported."""
         self.cached_tokens: int | None = None
         """Prompt tokens served from the prefix cache; None = not reported."""
+        self.cache_write_tokens: int | None = None
+        """Prompt tokens written to the provider's prompt cache (Anthropic's
+        ``cache_creation_input_tokens``); None = not reported."""
         self.finish_reason: str | None = None
         """The finish reason the Response acted on (after reconciliation); None = none came."""
         self.provider_finish_reason: str | None = None

@@ -8,7 +8,6 @@ import json
 import random
 import sys
 from pathlib import Path
-from typing import Any
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
@@ -112,25 +111,17 @@ def test_quick_mode_accounts_for_every_request_across_a_reload_and_two_kills() -
     figures = run(["--quick"])
     runs = {one.label: one for one in figures["disruptions"]}
     assert sorted(runs) == ["SIGKILL", "SIGTERM", "reload"]
-    stuck: list[Any] = []
     for label, one in runs.items():
         counts = one.counts
-        assert sum(counts.values()) == len(one.outcomes) == 16, label
         strays = [
             (o.node, o.status, round(o.ended - o.started, 3), o.error)
             for o in one.outcomes
-            if o.kind in ("lost", "refused")
+            if o.kind != "answered"
         ]
-        assert counts["refused"] == 0, (label, counts, strays)
-        if label == "SIGTERM" and counts["lost"]:
-            stuck = strays
-        else:
-            assert counts["lost"] == 0, (label, counts, strays)
+        assert sum(counts.values()) == len(one.outcomes) == 16, (label, strays)
+        # A stream on the SIGTERMed node that the node never ends (it pings instead)
+        # is in-band after the node's read timeout, never lost (sse.KeepAliveWatch).
+        assert counts["refused"] == counts["lost"] == 0, (label, counts, strays)
         assert one.served_twice == 0, (label, one.predicted, one.delivered)
     assert runs["reload"].counts["answered"] == 16  # streams in flight finish on n0
-    if stuck:
-        # Seen once in CI (2 of 16, the machine loaded by the suite; never on a quiet
-        # one): a request to a node in its ~30 s after SIGTERM got no status within
-        # the client's 150 s. Open: CHANGELOG step 4, "Left".
-        pytest.xfail(f"known, open: requests stuck after SIGTERM under load: {stuck}")
     assert "| lost (no status) | 0 | 0 | 0 |" in figures["markdown"]

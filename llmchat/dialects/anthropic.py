@@ -269,7 +269,8 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     ``prompt_tokens`` is every input token: Anthropic's ``input_tokens`` counts
     only those after the last cache breakpoint, so the cache reads and writes
     are added (as OpenAI's ``prompt_tokens`` includes its cached tokens);
-    ``cached_tokens`` is ``cache_read_input_tokens``; ``reasoning_tokens`` is
+    ``cached_tokens`` is ``cache_read_input_tokens``, ``cache_write_tokens``
+    ``cache_creation_input_tokens``; ``reasoning_tokens`` is
     ``output_tokens_details.thinking_tokens``. ``message_start``'s
     ``output_tokens`` is a placeholder (1 before anything was generated) and is
     not taken; ``message_delta``'s is the count.
@@ -292,6 +293,8 @@ def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
         )
     if is_count(read):
         fields["cached_tokens"] = read
+    if is_count(written):
+        fields["cache_write_tokens"] = written
     if not start and is_count(usage.get("output_tokens")):
         fields["completion_tokens"] = usage["output_tokens"]
     details = usage.get("output_tokens_details")

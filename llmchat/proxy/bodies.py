@@ -130,6 +130,8 @@ class StreamBody(AccountedBody):
         )
         # The translators keep no cache count: the Response's is the upstream's own.
         event.cached_tokens = response.cached_tokens
+        event.cache_write_tokens = response.cache_write_tokens
+        event.reasoning_tokens = response.reasoning_tokens
         event.content_bytes = content_bytes
         if response.model and not event.model:
             event.model = response.model

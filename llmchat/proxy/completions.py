@@ -222,6 +222,8 @@ def count(exchange: ClientExchange, response: Response) -> None:
     event.input_tokens = response.prompt_tokens
     event.output_tokens = response.completion_tokens
     event.cached_tokens = response.cached_tokens
+    event.cache_write_tokens = response.cache_write_tokens
+    event.reasoning_tokens = response.reasoning_tokens
     event.content_bytes = utf8_size(response.msg)
     if response.model and not event.model:
         event.model = response.model

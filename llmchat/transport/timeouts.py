@@ -17,7 +17,9 @@ class Timeouts:
 
     `connect`: to open the TCP/TLS connection. `headers`: from sending the
     request to the response headers (a server's prefill happens here); it is
-    also the longest silence allowed between two reads of a body. `request`:
+    also the longest silence allowed between two reads of a body, and the
+    longest a stream may send only keep-alive comments (`sse.KeepAliveWatch`).
+    `request`:
     the whole exchange, enforced by llmchat by dropping the connection.
     `finish_grace`: after a stream's finish chunk, how long to wait for
     ``[DONE]`` or the close. `probe`: the whole of one server-limits probe.

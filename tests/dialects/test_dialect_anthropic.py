@@ -267,6 +267,7 @@ def test_usage_of_message_start_counts_every_input_token_and_not_the_placeholder
         "usage": MESSAGE_START["message"]["usage"],  # type: ignore[index]
         "prompt_tokens": 17,
         "cached_tokens": 5,
+        "cache_write_tokens": 2,  # cache_creation_input_tokens: part of the 17
     }
 
 

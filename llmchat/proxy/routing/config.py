@@ -26,9 +26,13 @@ from .config_checks import config_errors
 
 __all__ = [
     "DIALECTS",
+    "AdminOptions",
+    "Budget",
+    "BudgetOptions",
     "ConfigError",
     "KeyPolicy",
     "NodeConfig",
+    "Price",
     "RoutingConfig",
     "RoutingOptions",
     "Tier",
@@ -77,6 +81,24 @@ class Tier:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What one client key may spend per `period`: tokens, cost, requests per minute.
+
+    Each limit is optional; a request is refused (before any upstream call)
+    once the key's spend in the current period reached one of them.
+    """
+
+    period: str = "day"
+    """``day``, ``week`` (from Monday) or ``month``, in UTC."""
+    cost: float | None = None
+    """The most the key's requests may cost in a period (the `prices`' currency)."""
+    tokens: int | None = None
+    """The most input plus output tokens in a period."""
+    rpm: int | None = None
+    """The most requests in any minute."""
+
+
+@dataclass(frozen=True)
 class KeyPolicy:
     """A client key: its name (the usage events' ``key_id``), where it is, what it may ask for."""
 
@@ -85,6 +107,38 @@ class KeyPolicy:
     """The environment variable holding the key."""
     models: tuple[str, ...] | None = None
     """Allowed client model names or fnmatch globs; None: every model."""
+    budget: Budget | None = None
+    """What the key may spend; None: no limit."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """A model's price per million tokens of each kind (the config's one currency)."""
+
+    input: float = 0.0
+    """Input tokens not read from the cache."""
+    output: float = 0.0
+    """Output tokens, reasoning included."""
+    cache_read: float | None = None
+    """Input tokens read from the prompt cache; None: the `input` price."""
+    cache_write: float | None = None
+    """Input tokens written to the prompt cache; None: the `input` price."""
+
+
+@dataclass(frozen=True)
+class AdminOptions:
+    """The operator's access: ``/admin/`` and ``/metrics`` need this key (absent: 404)."""
+
+    key_env: str
+    """The environment variable holding the admin key."""
+
+
+@dataclass(frozen=True)
+class BudgetOptions:
+    """How budgets are checked."""
+
+    refresh_s: float = 5.0
+    """How stale a key's spend, read from the usage store, may be (seconds)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +162,11 @@ class RoutingConfig:
     """Client-facing name or glob -> ordered tiers, in the file's order (read-only)."""
     keys: tuple[KeyPolicy, ...] = ()
     routing: RoutingOptions = field(default_factory=RoutingOptions)
+    admin: AdminOptions | None = None
+    """The admin key's variable; None: no ``/admin/`` (404) and an open ``/metrics``."""
+    prices: Mapping[str, Price] = field(default_factory=lambda: MappingProxyType({}))
+    """Model name or fnmatch glob -> its price, in the file's order (read-only)."""
+    budgets: BudgetOptions = field(default_factory=BudgetOptions)
     source: str = "<config>"
     """The file it came from."""
     digest: str = ""
@@ -144,6 +203,9 @@ def parse_config(data: object, source: str = "<config>", digest: str = "") -> Ro
         ),
         keys=tuple(_key(k) for k in data.get("keys", ())),
         routing=RoutingOptions(**data.get("routing", {})),
+        admin=AdminOptions(**data["admin"]) if "admin" in data else None,
+        prices=MappingProxyType({name: Price(**p) for name, p in data.get("prices", {}).items()}),
+        budgets=BudgetOptions(**data.get("budgets", {})),
         source=source,
         digest=digest,
     )
@@ -239,8 +301,10 @@ def _tier(data: Mapping[str, Any]) -> Tier:
 
 def _key(data: Mapping[str, Any]) -> KeyPolicy:
     models = data.get("models")
+    budget = data.get("budget")
     return KeyPolicy(
         name=data["name"],
         key_env=data["key_env"],
         models=None if models is None else tuple(models),
+        budget=None if budget is None else Budget(**budget),
     )

@@ -62,6 +62,15 @@ class UsageEvent:
     """Of `input_tokens`, those the upstream served from its prompt cache (llama-server's
     ``cache_n``, OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's
     ``cache_read_input_tokens``, ...); None when the upstream did not say."""
+    cache_write_tokens: int | None = None
+    """Of `input_tokens`, those written to the upstream's prompt cache (Anthropic's
+    ``cache_creation_input_tokens``); None when the upstream did not say."""
+    reasoning_tokens: int | None = None
+    """Of `output_tokens`, the model's reasoning (OpenAI's ``reasoning_tokens``,
+    Anthropic's ``thinking_tokens``, Gemini's ``thoughtsTokenCount``); None: not said."""
+    cost: float | None = None
+    """What the request cost by the config's `prices` (per million tokens, in the
+    prices' currency); None when no price names its model or no tokens were counted."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as every sink gets them, each within its `fields` rule."""

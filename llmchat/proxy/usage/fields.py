@@ -99,6 +99,9 @@ RULES: Final[Mapping[str, _Rule]] = {
     "tier": _Rule(int, nullable=True, limit=999),
     "alias": _Rule(str, nullable=True),
     "cached_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
+    "cache_write_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
+    "reasoning_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
+    "cost": _Rule(float, nullable=True, limit=1e12),
 }
 """One rule per `UsageEvent` field (`event` checks the two lists agree)."""
 

@@ -29,10 +29,11 @@ from .store import GROUPINGS, Total, time_bounds
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "TABLE", "VERSION_TABLE", "SqlStore"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped when a column changes; a store refuses a database with a newer version.
 
-1: the request's fields; 2: adds ``node``, ``tier``, ``alias`` and ``cached_tokens``."""
+1: the request's fields; 2: adds ``node``, ``tier``, ``alias`` and ``cached_tokens``;
+3: adds ``cache_write_tokens``, ``reasoning_tokens`` and ``cost``."""
 
 TABLE = "llmchat_usage"
 VERSION_TABLE = "llmchat_usage_schema"
@@ -59,12 +60,23 @@ _TYPES = {
     "tier": "INTEGER",
     "alias": "TEXT",
     "cached_tokens": "BIGINT",
+    "cache_write_tokens": "BIGINT",
+    "reasoning_tokens": "BIGINT",
+    "cost": "DOUBLE PRECISION",
     "day": "TEXT NOT NULL",
 }
 assert set(_TYPES) == set(COLUMNS), "every UsageEvent field needs a column type"
 
-ADDED_COLUMNS: tuple[str, ...] = ("node", "tier", "alias", "cached_tokens")
-"""The columns schema version 1 lacks, added to such a table when a store opens it.
+ADDED_COLUMNS: tuple[str, ...] = (
+    "node",
+    "tier",
+    "alias",
+    "cached_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "cost",
+)
+"""The columns schema versions 1 and 2 lack, added to such a table when a store opens it.
 
 Nullable all (a column added to rows that exist cannot be NOT NULL without a default)."""
 assert all("NOT NULL" not in _TYPES[name] for name in ADDED_COLUMNS)

@@ -86,6 +86,39 @@ def test_defaults_and_immutability() -> None:
         config.nodes[0].url = "http://elsewhere"  # type: ignore[misc]
 
 
+def test_operations_keys_parse_admin_prices_and_budgets() -> None:
+    from llmchat.proxy.routing.config import AdminOptions, Budget, BudgetOptions, Price
+
+    data = valid()
+    data["admin"] = {"key_env": "ADMIN_KEY"}
+    data["prices"] = {"gpt-*": {"input": 2.5, "output": 10, "cache_read": 1.25}}
+    data["budgets"] = {"refresh_s": 2}
+    data["keys"][0]["budget"] = {"period": "week", "cost": 5, "rpm": 60}
+    config = parse_config(data)
+    assert config.admin == AdminOptions("ADMIN_KEY")
+    assert config.prices == {"gpt-*": Price(2.5, 10, 1.25, None)}
+    assert config.budgets == BudgetOptions(2.0)
+    assert config.keys[0].budget == Budget("week", 5, None, 60)
+    defaults = parse_config(valid())
+    assert defaults.admin is None and dict(defaults.prices) == {}
+    assert defaults.keys[0].budget is None and defaults.budgets.refresh_s == 5.0
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "path"),
+    [
+        ("admin", {}, "admin"),
+        ("prices", {"m": {"input": -1}}, "prices.m.input"),
+        ("prices", {"m": {}}, "prices.m"),
+        ("budgets", {"refresh_s": 0}, "budgets.refresh_s"),
+    ],
+)
+def test_operations_keys_are_checked(where: str, value: Any, path: str) -> None:
+    data = valid()
+    data[where] = value
+    assert any(path in error for error in errors_of(data))
+
+
 def test_parse_does_not_touch_its_input() -> None:
     data = valid()
     before = copy.deepcopy(data)

@@ -101,6 +101,7 @@ class RelayBody(AccountedBody):
         event.input_tokens = meter.input_tokens
         event.output_tokens = meter.output_tokens
         event.cached_tokens = meter.cached_tokens
+        event.reasoning_tokens = meter.reasoning_tokens
         event.content_bytes = meter.content_bytes
         if meter.model and not event.model:
             event.model = meter.model

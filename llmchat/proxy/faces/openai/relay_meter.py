@@ -36,6 +36,8 @@ class RelayMeter:
         self.output_tokens: int | None = None
         self.cached_tokens: int | None = None
         """``prompt_tokens_details.cached_tokens``, as the relayed usage says it (exact)."""
+        self.reasoning_tokens: int | None = None
+        """``completion_tokens_details.reasoning_tokens``, as the relayed usage says it."""
         self.content_bytes = 0
         self.model: str | None = None
         self.finished = False
@@ -101,3 +103,4 @@ class RelayMeter:
         self.input_tokens = fields.get("prompt_tokens", self.input_tokens)
         self.output_tokens = fields.get("completion_tokens", self.output_tokens)
         self.cached_tokens = fields.get("cached_tokens", self.cached_tokens)
+        self.reasoning_tokens = fields.get("reasoning_tokens", self.reasoning_tokens)
