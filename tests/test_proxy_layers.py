@@ -15,6 +15,7 @@ crosses a layer fails here, in review's place:
 - of the shared modules at the proxy's root only the router (`app`) imports a
   face, and it imports only a face's package (to call its ``register``),
   never a face's inner modules;
+- `proxy/ops/` (the operator's routes) imports neither a face nor the server;
 - nothing in the proxy imports `proxy.app` but the package's ``__init__``
   (its public re-export): no module imports back into the router.
 """
@@ -97,6 +98,9 @@ def crossings(module: str, names: list[str]) -> list[str]:
                 bad.append(name)
         elif within(module, "llmchat.proxy.usage"):
             if not any(within(name, allowed) for allowed in USAGE_MAY_IMPORT):
+                bad.append(name)
+        elif within(module, "llmchat.proxy.ops"):
+            if any(within(name, f"llmchat.proxy.{layer}") for layer in ("faces", "server")):
                 bad.append(name)
         elif module.count(".") == 2 and module not in ROUTERS:
             if within(name, "llmchat.proxy.faces"):

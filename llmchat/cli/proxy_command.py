@@ -78,6 +78,13 @@ def add_parser(commands: Any) -> None:
         help="environment variable holding the key clients must send (default: "
         "LLMCHAT_PROXY_KEY; unset or empty: no key check)",
     )
+    proxy.add_argument(
+        "--admin-key-env",
+        default="LLMCHAT_ADMIN_KEY",
+        help="environment variable holding the operator's key, which /metrics and /admin/ "
+        "need (default: LLMCHAT_ADMIN_KEY; unset or empty: /admin/ is a 404 and /metrics "
+        "is open; a --config's admin.key_env takes its place)",
+    )
     proxy.add_argument("--usage-log", help="append one JSON line per request to this file")
     proxy.add_argument(
         "--usage-db",
@@ -215,6 +222,7 @@ def app_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "usage_log": args.usage_log,
         "api_key": env_key(args.proxy_key_env),
+        "admin_key": env_key(args.admin_key_env),
         "max_body_bytes": args.max_body_bytes,
         "usage_db": args.usage_db,
         "ping_interval": args.ping_interval or None,

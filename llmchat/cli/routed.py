@@ -75,7 +75,10 @@ def routed_app(args: argparse.Namespace, loaded: Loaded) -> tuple[Any, Any]:
 
     routed = routed_upstream(loaded.config, getattr(args, "slot_ledger", None))
     try:
-        app = make_app(routed, keys=loaded.keys, **app_options(args))
+        options = app_options(args)
+        if loaded.admin_key is not None:  # the config's admin key takes the flag's place
+            options["admin_key"] = loaded.admin_key
+        app = make_app(routed, keys=loaded.keys, **options)
     except BaseException:
         _close(routed)
         raise
@@ -96,6 +99,8 @@ def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
     def reload() -> None:
         with one_at_a_time:
             loaded = reload_from(path, routed, log, on_keys=lambda keys: setattr(app, "keys", keys))
+            if loaded is not None and loaded.admin_key is not None:
+                app.admin_key = loaded.admin_key.encode("utf-8")
         if loaded is not None:
             print(
                 f"llmchat proxy: reloaded {_describe(loaded.config)}", file=sys.stderr, flush=True

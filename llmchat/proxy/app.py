@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..redact import check_secret
+from . import ops
 from .client_body import TOO_DEEP, ClientError
 from .client_exchange import DEFAULT_MAX_BODY_BYTES, ClientExchange, ExchangeContext
 from .completions import DEFAULT_PING_INTERVAL, Completions, FaceOptions
@@ -71,6 +72,7 @@ class AppOptions(TypedDict, total=False):
     ping_interval: float | None
     drop_billing_header: bool
     keys: KeyRing | None
+    admin_key: str | None
 
 
 def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
@@ -92,8 +94,11 @@ def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
     client keys, `llmchat.proxy.routing.KeyRing`) replaces `api_key` with
     several named keys: the key's name is the usage event's ``key_id``, its
     policy is left in the WSGI environ under ``llmchat.key_policy`` for the
-    model check; `ProxyApp.keys` may be swapped while serving (a reload). A
-    misspelt keyword is a TypeError.
+    model check; `ProxyApp.keys` may be swapped while serving (a reload).
+    `admin_key` is the operator's: ``/metrics`` and ``/admin/`` need it (as
+    ``Authorization: Bearer KEY`` or ``x-api-key: KEY``) instead of a client
+    key; without it ``/admin/`` is a 404 and ``/metrics`` is open like
+    ``/health``. A misspelt keyword is a TypeError.
 
         app = make_app(OpenAICommon("http://127.0.0.1:8080/v1"))
         llmchat.proxy.make_server(app, port=11434).serve_forever()
@@ -119,10 +124,12 @@ class ProxyApp:
         ping_interval: float | None = DEFAULT_PING_INTERVAL,
         drop_billing_header: bool = False,
         keys: KeyRing | None = None,
+        admin_key: str | None = None,
     ) -> None:
-        if api_key is not None and (not isinstance(api_key, str) or not api_key):
-            raise TypeError("api_key must be a non-empty str or None")
-        check_secret("api_key", api_key)
+        for name, value in (("api_key", api_key), ("admin_key", admin_key)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TypeError(f"{name} must be a non-empty str or None")
+            check_secret(name, value)
         if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int):
             raise TypeError("max_body_bytes must be an int")
         if max_body_bytes < 1:
@@ -137,6 +144,8 @@ class ProxyApp:
             raise TypeError("keys must be a llmchat.proxy.routing.KeyRing or None")
         self.keys = keys
         """The client keys, when a routing config names them; swapped whole on a reload."""
+        self.admin_key = admin_key.encode("utf-8") if admin_key else None
+        """The operator's key (bytes) for ``/metrics`` and ``/admin/``; swapped on a reload."""
         self.max_body_bytes = max_body_bytes
         context = ExchangeContext(self.upstream.redactor, self.usage.emit, max_body_bytes)
         options = FaceOptions(ping_interval, drop_billing_header)
@@ -144,11 +153,13 @@ class ProxyApp:
         self.router = Router()
         for register in (_register_own, *(face.register for face in FACES)):
             register(self.router, self.completions)  # a face checks its own options here
+        ops.register(self.router, self)  # the operator's routes, behind the admin key
         # Last: opening a database is I/O, and every argument is checked by now.
         self.usage.store, self._owns_store = store_of(usage_db)
 
     def __repr__(self) -> str:
-        return f"ProxyApp({self.upstream!r}, api_key={'set' if self._api_key else None})"
+        api, admin = ("set" if key else None for key in (self._api_key, self.admin_key))
+        return f"ProxyApp({self.upstream!r}, api_key={api}, admin_key={admin})"
 
     def close(self) -> None:
         """Close the usage store `make_app` opened from a path or URL (not one passed in)."""
@@ -168,7 +179,11 @@ class ProxyApp:
             # The client chose this path: recorded as a fixed placeholder, never as sent.
             exchange.event.route = UNKNOWN_ROUTE
         # The key is checked first, so a caller without it cannot map the routes.
-        if (self._api_key is not None or self.keys is not None) and path not in _OPEN_PATHS:
+        if is_operator_path(path):
+            refused = self._operator_refusal(exchange, environ, path)
+            if refused is not None:
+                return refused
+        elif (self._api_key is not None or self.keys is not None) and path not in _OPEN_PATHS:
             key_id = self._authorized(environ)
             if key_id is None:
                 return exchange.error(401, "Missing or wrong API key", "unauthorized")
@@ -195,12 +210,28 @@ class ProxyApp:
             log.error("proxy request %s failed: %s", exchange.request_id, error)
             return exchange.error(500, "Internal proxy error", "proxy")
 
+    def _operator_refusal(
+        self, exchange: ClientExchange, environ: dict[str, Any], path: str
+    ) -> Iterable[bytes] | None:
+        """None when the operator's routes may answer; else the 404 (``/admin/`` with no
+        admin key: there is none) or the 401 (a key set and not presented)."""
+        admin_key = self.admin_key  # read once: a reload may swap it
+        if admin_key is None:
+            if path == "/metrics":
+                return None
+            return exchange.error(
+                404,
+                f"No route for {environ.get('REQUEST_METHOD', 'GET')} {path[:_ECHO_PATH]}",
+                "not_found",
+            )
+        if hmac.compare_digest(_offered(environ).encode("utf-8"), admin_key):
+            exchange.event.key_id = "admin"
+            return None
+        return exchange.error(401, "Missing or wrong admin key", "unauthorized")
+
     def _authorized(self, environ: dict[str, Any]) -> str | None:
         """The accepted key's usage id, else None; a named key's policy goes into `environ`."""
-        offered = environ.get("HTTP_X_API_KEY", "")
-        bearer = environ.get("HTTP_AUTHORIZATION", "")
-        if bearer[:7].lower() == "bearer ":
-            offered = offered or bearer[7:].strip()
+        offered = _offered(environ)
         keys = self.keys  # read once: a reload may swap it
         if keys is not None:
             policy = keys.identify(offered)
@@ -210,6 +241,20 @@ class ProxyApp:
             return keys.key_id(policy)
         assert self._api_key is not None
         return self._key_id if hmac.compare_digest(offered.encode("utf-8"), self._api_key) else None
+
+
+def _offered(environ: dict[str, Any]) -> str:
+    """The key a request presents: ``x-api-key``, else ``Authorization: Bearer``'s."""
+    offered: str = environ.get("HTTP_X_API_KEY", "")
+    bearer: str = environ.get("HTTP_AUTHORIZATION", "")
+    if bearer[:7].lower() == "bearer ":
+        offered = offered or bearer[7:].strip()
+    return offered
+
+
+def is_operator_path(path: str) -> bool:
+    """``/metrics`` and ``/admin/...``: the operator's routes, behind the admin key."""
+    return path == "/metrics" or path == "/admin" or path.startswith("/admin/")
 
 
 def _register_own(router: Router, completions: Completions) -> None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     # one-upstream proxy too, which should not load the config's schema checks.
     from .config import KeyPolicy
 
-__all__ = ["FORBIDDEN_TYPE", "KEY_POLICY", "KeyRing", "allows", "refusal"]
+__all__ = ["FORBIDDEN_TYPE", "KEY_POLICY", "KeyRing", "allows", "refusal", "resolve_secret"]
 
 KEY_POLICY = "llmchat.key_policy"
 """The WSGI environ key under which the app leaves the `KeyPolicy` a request presented."""
@@ -70,7 +70,7 @@ class KeyRing:
         first: dict[bytes, int] = {}
         for i, policy in enumerate(self.policies):
             where = f"keys[{i}].key_env"
-            secret, problem = _resolve(where, policy.key_env, environ)
+            secret, problem = resolve_secret(where, policy.key_env, environ)
             if problem:
                 errors.append(problem)
             elif secret in first:
@@ -112,7 +112,11 @@ class KeyRing:
         return policy.name
 
 
-def _resolve(where: str, variable: str, environ: Mapping[str, str]) -> tuple[bytes, str | None]:
+def resolve_secret(
+    where: str, variable: str, environ: Mapping[str, str]
+) -> tuple[bytes, str | None]:
+    """The secret in `environ[variable]` as bytes, and None; or b"" and the problem (unset,
+    malformed), naming `where` and the variable, never the value."""
     value = environ.get(variable) or None
     if value is None:
         return b"", f"{where}: {variable} is not set"

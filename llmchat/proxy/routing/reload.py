@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ...errors import InvalidArgumentError
 from ...redact import check_secret
 from .config import ConfigError, RoutingConfig, load_config
-from .keys import KeyRing
+from .keys import KeyRing, resolve_secret
 
 __all__ = ["Loaded", "Reloadable", "load_routing", "node_key_warnings", "reload_from"]
 
@@ -40,6 +40,12 @@ class Loaded:
     """None when the config names no keys (the single proxy key, if any, applies)."""
     warnings: tuple[str, ...] = ()
     """Nodes that are not eligible because their key is not set, each naming its path."""
+    admin_key: str | None = None
+    """The operator's key (``admin.key_env``), resolved; None when the config names none."""
+
+    def __repr__(self) -> str:  # the admin key is a secret
+        admin = "set" if self.admin_key else None
+        return f"Loaded({self.config!r}, keys={self.keys!r}, admin_key={admin})"
 
 
 def load_routing(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Loaded:
@@ -49,11 +55,20 @@ def load_routing(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Lo
     malformed variable) once the file is valid.
     """
     config = load_config(path)
+    errors: list[str] = []
     try:
         keys = KeyRing(config.keys, environ) if config.keys else None
     except ConfigError as exc:
-        raise ConfigError(exc.errors, config.source) from None
-    return Loaded(config, keys, tuple(node_key_warnings(config, environ)))
+        errors, keys = list(exc.errors), None
+    admin_key = None
+    if config.admin is not None:
+        value, problem = resolve_secret("admin.key_env", config.admin.key_env, environ)
+        if problem is not None:
+            errors.append(problem)
+        admin_key = value.decode("utf-8") or None
+    if errors:
+        raise ConfigError(errors, config.source)
+    return Loaded(config, keys, tuple(node_key_warnings(config, environ)), admin_key)
 
 
 def node_key_warnings(config: RoutingConfig, environ: Mapping[str, str]) -> list[str]:
