@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable
@@ -49,7 +50,8 @@ def add_parser(commands: Any) -> None:
         help="print the proxy's usage totals per model, per day and per key id",
         description=(
             "Sum the proxy's usage records (requests, ok/failed, input/cached/output "
-            "tokens, content bytes, duration) per model, per UTC day and per key id (and "
+            "tokens, content bytes, duration, cost by the config's prices) per model, "
+            "per UTC day and per key id (and "
             "per node and per alias for a routing proxy's), from the store "
             "`llmchat proxy --usage-db` writes or the log `--usage-log` appends."
         ),
@@ -136,6 +138,9 @@ def _overall(groups: dict[str, list[Total]]) -> dict[str, Any]:
         name: sum(row[name] for row in rows) for name in _COLUMNS if name != "duration_s"
     }
     out["duration_ms"] = round(sum(row["duration_ms"] for row in rows), 3)
+    costs = [row["cost"] for row in rows if row["cost"] is not None]
+    # math.fsum: the overall cost is the exactly rounded sum of the days' sums.
+    out["cost"] = math.fsum(costs) if costs else None
     return out
 
 
@@ -170,12 +175,13 @@ def _print_tables(
         rows = [[t.key if t.key is not None else "(none)", *_cells(t.as_dict())] for t in totals]
         rows.append(["total", *_cells(total)])
         print(file=out)
-        _table(out, [_HEADINGS[by], *_COLUMNS], rows)
+        _table(out, [_HEADINGS[by], *_COLUMNS, "cost"], rows)
 
 
 def _cells(row: dict[str, Any]) -> list[str]:
     numbers = [str(row[name]) for name in _COLUMNS if name != "duration_s"]
-    return [*numbers, f"{row['duration_ms'] / 1000:.3f}"]
+    cost = "-" if row["cost"] is None else f"{row['cost']:.6f}"
+    return [*numbers, f"{row['duration_ms'] / 1000:.3f}", cost]
 
 
 def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:

@@ -29,6 +29,7 @@ from ... import wire_json
 from .event import UsageEvent
 
 if TYPE_CHECKING:
+    from .prices import PriceTable
     from .store import UsageStore
 
 __all__ = ["PROBES_PER_MINUTE", "ProbeBudget", "UsageLog"]
@@ -105,8 +106,20 @@ class UsageLog:
         self._target = target
         self.store = store
         self.probes = ProbeBudget()
+        self.prices: PriceTable | None = None
+        """The prices `emit` fills `UsageEvent.cost` from; the app swaps it on reload."""
+        self.listeners: list[Callable[[UsageEvent], None]] = []
+        """Called with each event once its cost is set (budgets, metrics); a failure is logged."""
 
     def emit(self, event: UsageEvent) -> None:
+        prices = self.prices
+        if prices is not None:
+            prices.fill(event)
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.warning("usage listener failed for %s", event.request_id, exc_info=True)
         if event.is_probe and not self.probes.admit():
             return
         target = self._target

@@ -225,7 +225,7 @@ class SqlStore(Generic[Conn]):
         sql = (
             f"SELECT {by}, COUNT(*), SUM(CASE WHEN ok THEN 1 ELSE 0 END), "
             "SUM(input_tokens), SUM(output_tokens), SUM(content_bytes), SUM(duration_ms), "
-            "SUM(cached_tokens) "
+            "SUM(cached_tokens), SUM(cost) "
             f"FROM {TABLE}{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {by}"
         )
         with self.connection() as conn:
@@ -243,7 +243,7 @@ class SqlStore(Generic[Conn]):
 
 
 def _total(row: Sequence[Any]) -> Total:
-    key, requests, ok, input_tokens, output_tokens, content_bytes, duration, cached = row
+    key, requests, ok, input_tokens, output_tokens, content_bytes, duration, cached, cost = row
     # int()/float(): PostgreSQL sums BIGINT as NUMERIC (a Decimal).
     return Total(
         key=None if key is None else str(key),
@@ -255,4 +255,5 @@ def _total(row: Sequence[Any]) -> Total:
         content_bytes=int(content_bytes or 0),
         duration_ms=round(float(duration or 0.0), 3),
         cached_tokens=int(cached or 0),
+        cost=None if cost is None else float(cost),
     )

@@ -36,6 +36,8 @@ class Total:
     duration_ms: float
     cached_tokens: int = 0
     """Of `input_tokens`, served from the upstream's prompt cache (rows that said; else 0)."""
+    cost: float | None = None
+    """Sum of the priced rows' `UsageEvent.cost`; None when no row had a price."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

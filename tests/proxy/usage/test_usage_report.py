@@ -50,6 +50,7 @@ def test_json_totals_per_model_day_and_key(
         "output_tokens": 8,
         "content_bytes": 37,
         "duration_ms": 2250.0,
+        "cost": None,
     }
     assert [(r["model"], r["requests"], r["failed"]) for r in out["by_model"]] == [
         ("m1", 2, 1),
@@ -70,11 +71,11 @@ def test_text_tables_and_date_range(source: list[str], capsys: pytest.CaptureFix
     lines = capsys.readouterr().out.splitlines()
     assert "2026-05-02 to 2026-05-02" in lines[0]
     assert lines[2].split() == ["per", "model", *_COLUMNS]
-    assert lines[3].split() == ["m1", "1", "0", "1", "0", "0", "0", "0", "0.250"]
-    assert lines[4].split() == ["m2", "1", "1", "0", "1", "0", "2", "7", "0.500"]
-    assert lines[5].split() == ["total", "2", "1", "1", "1", "0", "2", "7", "0.750"]
+    assert lines[3].split() == ["m1", "1", "0", "1", "0", "0", "0", "0", "0.250", "-"]
+    assert lines[4].split() == ["m2", "1", "1", "0", "1", "0", "2", "7", "0.500", "-"]
+    assert lines[5].split() == ["total", "2", "1", "1", "1", "0", "2", "7", "0.750", "-"]
     assert ["2026-05-01"] not in [line.split()[:1] for line in lines]
-    assert ["(none)", "1", "1", "0", "1", "0", "2", "7", "0.500"] in [
+    assert ["(none)", "1", "1", "0", "1", "0", "2", "7", "0.500", "-"] in [
         line.split() for line in lines
     ]
     # No routing in these records: no per-node or per-alias table of "(none)".
@@ -90,6 +91,7 @@ _COLUMNS = [
     "output_tokens",
     "content_bytes",
     "duration_s",
+    "cost",
 ]
 
 
