@@ -79,10 +79,27 @@ def routed_app(args: argparse.Namespace, loaded: Loaded) -> tuple[Any, Any]:
         if loaded.admin_key is not None:  # the config's admin key takes the flag's place
             options["admin_key"] = loaded.admin_key
         app = make_app(routed, keys=loaded.keys, **options)
+        apply_prices(app, loaded)
     except BaseException:
         _close(routed)
         raise
     return app, routed
+
+
+def apply_prices(app: Any, loaded: Loaded) -> None:
+    """Give `app` the config's prices (its usage log's) and its keys' budgets."""
+    from ..proxy.usage.budgets import Budgets
+    from ..proxy.usage.prices import PriceTable
+
+    config = loaded.config
+    app.usage.prices = PriceTable(config.prices) if config.prices else None
+    limits = {key.name: key.budget for key in config.keys if key.budget is not None}
+    old = app.budgets
+    app.budgets = Budgets(limits, app.usage.store, config.budgets.refresh_s) if limits else None
+    listeners = [f for f in app.usage.listeners if old is None or f != old.record]
+    if app.budgets is not None:
+        listeners.append(app.budgets.record)
+    app.usage.listeners = listeners  # swapped whole: `emit` iterates the old list safely
 
 
 def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
@@ -101,6 +118,8 @@ def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
             loaded = reload_from(path, routed, log, on_keys=lambda keys: setattr(app, "keys", keys))
             if loaded is not None and loaded.admin_key is not None:
                 app.admin_key = loaded.admin_key.encode("utf-8")
+            if loaded is not None:
+                apply_prices(app, loaded)
         if loaded is not None:
             print(
                 f"llmchat proxy: reloaded {_describe(loaded.config)}", file=sys.stderr, flush=True

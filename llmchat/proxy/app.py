@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..redact import check_secret
 from . import ops
+from .budget_refusal import over_budget
 from .client_body import TOO_DEEP, ClientError
 from .client_exchange import DEFAULT_MAX_BODY_BYTES, ClientExchange, ExchangeContext
 from .completions import DEFAULT_PING_INTERVAL, Completions, FaceOptions
@@ -33,6 +34,7 @@ from .routing.keys import KEY_POLICY, KeyRing
 from .upstream import Upstream
 from .usage import UsageLog
 from .usage.backend import store_of
+from .usage.budgets import Budgets
 from .usage.event import key_id_of
 from .usage.fields import UNKNOWN_ROUTE
 
@@ -147,6 +149,8 @@ class ProxyApp:
         self.admin_key = admin_key.encode("utf-8") if admin_key else None
         """The operator's key (bytes) for ``/metrics`` and ``/admin/``; swapped on a reload."""
         self.max_body_bytes = max_body_bytes
+        self.budgets: Budgets | None = None
+        """The keys' budgets (`usage.budgets`), set from a routing config; swapped on a reload."""
         context = ExchangeContext(self.upstream.redactor, self.usage.emit, max_body_bytes)
         options = FaceOptions(ping_interval, drop_billing_header)
         self.completions = Completions(self.upstream, context, options)
@@ -188,6 +192,11 @@ class ProxyApp:
             if key_id is None:
                 return exchange.error(401, "Missing or wrong API key", "unauthorized")
             exchange.event.key_id = key_id
+            budgets = self.budgets  # read once: a reload may swap it
+            if budgets is not None and method == "POST" and route is not None:
+                refusal = budgets.check(key_id)
+                if refusal is not None:
+                    return over_budget(exchange, refusal)
         if route is None:
             if known:
                 return exchange.error(405, f"{method} is not allowed on {path}", "method")

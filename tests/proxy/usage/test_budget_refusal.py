@@ -1,0 +1,85 @@
+"""A key over its budget: a 429 in the face's shape that the SDKs do not retry, before any
+node is chosen; and the event's cost filled from the config's prices."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from llmchat.cli.routed import apply_prices
+from llmchat.proxy import make_app, make_server
+from llmchat.proxy.routing import KeyPolicy, KeyRing
+from llmchat.proxy.routing.config import Budget, Price, Tier
+from llmchat.proxy.routing.reload import Loaded
+from llmchat.proxy.routing.upstream import RoutedUpstream
+
+from ...support.proxy import UsageSink
+from ..routing.nodes_support import chat, config, node_config, nodes, openai_client
+from ..support import anthropic_client
+
+ENV = {"ALICE_KEY": "sk-alice-SECRET"}
+
+
+@contextlib.contextmanager
+def _proxy(node: Any, budget: Budget) -> Iterator[tuple[str, Any, UsageSink]]:
+    base = config([node_config(node)], {"m": [Tier("m", ("a",))]})
+    keys = (KeyPolicy("alice", "ALICE_KEY", budget=budget),)
+    cfg = replace(base, keys=keys, prices={"m": Price(input=1.0, output=2.0)})
+    routed = RoutedUpstream(cfg)
+    ring = KeyRing(list(keys), ENV)
+    sink = UsageSink()
+    app = make_app(routed, keys=ring, usage_log=sink)
+    apply_prices(app, Loaded(cfg, ring))
+    server = make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.url, app, sink
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+        routed.close()
+
+
+def test_over_its_token_budget_a_key_gets_a_429_no_sdk_retries() -> None:
+    with nodes("a") as (a,), _proxy(a, Budget(tokens=1)) as (url, app, sink):
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk-alice-SECRET", max_retries=3)
+        assert chat(client, "m").headers["x-llmchat-node"] == "a"
+        [served] = sink.wait(1)
+        assert (
+            served["cost"] == (served["input_tokens"] * 1.0 + served["output_tokens"] * 2.0) / 1e6
+        )
+        with pytest.raises(openai.RateLimitError) as refused:
+            chat(client, "m")
+        headers = refused.value.response.headers
+        assert headers["x-should-retry"] == "false" and int(headers["retry-after"]) >= 1
+        assert "token budget" in refused.value.message
+        with pytest.raises(anthropic.RateLimitError) as in_anthropic:
+            anthropic_client(url, "sk-alice-SECRET").messages.create(
+                model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
+        body: Any = in_anthropic.value.body
+        assert body["error"]["type"] == "rate_limit_error"
+        assert a.chats == 1  # refused before any node; max_retries=3 made no second try
+        events = sink.wait(3)
+        assert [e["error_type"] for e in events[1:]] == ["budget", "budget"]
+        [row] = app.budgets.report()
+        assert row["key"] == "alice" and row["left"]["tokens"] == 0
+        assert "sk-alice" not in repr(row)
+        client.close()
+
+
+def test_without_a_budget_nothing_changes() -> None:
+    with nodes("a") as (a,), _proxy(a, Budget(rpm=100)) as (url, _app, _sink):
+        client = openai_client(url, "sk-alice-SECRET")
+        for _ in range(3):
+            chat(client, "m")
+        assert a.chats == 3
