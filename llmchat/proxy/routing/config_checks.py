@@ -165,6 +165,19 @@ def _semantic_errors(data: Mapping[Any, Any]) -> Iterator[str]:
         for alias, tiers in models.items():
             yield from _alias_errors(alias, tiers, known)
     yield from _key_errors(_items(data.get("keys")))
+    yield from _budget_errors(_items(data.get("keys")), bool(data.get("prices")))
+
+
+def _budget_errors(keys: list[tuple[int, Mapping[Any, Any]]], priced: bool) -> Iterator[str]:
+    """A budget that limits nothing, or a cost budget with no price to count cost by."""
+    for i, key in keys:
+        budget = key.get("budget")
+        if not isinstance(budget, Mapping):
+            continue
+        if all(budget.get(limit) is None for limit in ("cost", "tokens", "rpm")):
+            yield f"keys[{i}].budget: sets no limit (cost, tokens or rpm)"
+        if budget.get("cost") is not None and not priced:
+            yield f"keys[{i}].budget.cost: needs `prices` (no request would ever cost anything)"
 
 
 def _items(value: object) -> list[tuple[int, Mapping[Any, Any]]]:

@@ -92,3 +92,23 @@ def test_the_store_is_reread_after_refresh_s(tmp_path: Path) -> None:
         assert row["left"]["cost"] == 0.0 and row["refreshed_at"] == clock.now
     finally:
         store.close()
+
+
+def test_the_config_refuses_a_budget_without_a_limit_or_a_cost_without_prices() -> None:
+    from llmchat.proxy.routing.config_checks import config_errors
+
+    data = {
+        "nodes": [{"name": "a", "url": "http://127.0.0.1:1"}],
+        "models": {"m": [{"model": "m", "nodes": ["a"]}]},
+        "keys": [
+            {"name": "k", "key_env": "K", "budget": {"period": "day"}},
+            {"name": "j", "key_env": "J", "budget": {"cost": 1}},
+        ],
+    }
+    assert config_errors(data) == [
+        "keys[0].budget: sets no limit (cost, tokens or rpm)",
+        "keys[1].budget.cost: needs `prices` (no request would ever cost anything)",
+    ]
+    assert config_errors({**data, "prices": {"m": {"input": 1}}}) == [
+        "keys[0].budget: sets no limit (cost, tokens or rpm)"
+    ]
