@@ -209,6 +209,6 @@ def test_the_report_groups_by_node_and_alias(
     text = capsys.readouterr().out.splitlines()
     heads = [line.split()[:2] for line in text if line.startswith("per ")]
     assert ["per", "node"] in heads and ["per", "alias"] in heads
-    assert ["gpu-a", "2", "2", "0", "140", "90", "7", "0", "0.000"] in [
+    assert ["gpu-a", "2", "2", "0", "140", "90", "7", "0", "0.000", "-"] in [
         line.split() for line in text
     ]
