@@ -105,10 +105,17 @@ class UsageLog:
         self._target = target
         self.store = store
         self.probes = ProbeBudget()
+        self.listeners: list[Callable[[UsageEvent], None]] = []
+        """Called with every event (the metrics count them); a failing one is logged."""
 
     def emit(self, event: UsageEvent) -> None:
         if event.is_probe and not self.probes.admit():
             return
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.warning("usage event for %s was not counted", event.request_id, exc_info=True)
         target = self._target
         if target is not None:
             try:
