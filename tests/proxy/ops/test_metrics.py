@@ -77,3 +77,17 @@ def _scrape_text(url: str, key: str) -> str:
     answer = requests.get(url + "/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=10)
     assert answer.status_code == 200
     return answer.text
+
+
+def test_without_prometheus_client_metrics_is_a_503_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # an import of it fails
+    with ScriptedServer(ChatResponder()) as upstream_url:
+        with running_proxy(OpenAICommon(upstream_url)) as url:
+            answer = requests.get(url + "/metrics", timeout=10)
+    assert answer.status_code == 503
+    assert "llmchat[metrics]" in answer.text
+    assert "Traceback" not in answer.text
