@@ -66,7 +66,7 @@ def serve_workers(
     `on_reload` runs in the arbiter on its SIGHUP, before the new workers fork.
     """
     try:
-        from ..proxy.server.gunicorn_app import WorkerOptions, serve
+        from ..proxy.server.gunicorn_app import WorkerOptions
     except ImportError:
         raise LLMChatError(_MISSING) from None
     options = WorkerOptions(
@@ -82,6 +82,21 @@ def serve_workers(
     )
     # Every connection a worker holds may hold one upstream connection.
     args.max_connections = options.worker_connections
+    from ..proxy.ops.metrics_workers import multiprocess_dir
+
+    with multiprocess_dir():  # before the first build: every worker's metrics in one scrape
+        return _serve(args, build, options, over, on_reload)
+
+
+def _serve(
+    args: argparse.Namespace,
+    build: Callable[[], tuple[Any, Any]],
+    options: Any,
+    over: str | None,
+    on_reload: Callable[[], None] | None,
+) -> int:
+    from ..proxy.server.gunicorn_app import serve
+
     checked, upstream = build()
     over = over or f"over {upstream.api_url}"
     _close(checked, upstream)  # its usage store too: every worker opens its own

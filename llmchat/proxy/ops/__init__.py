@@ -28,4 +28,7 @@ class OperatedApp(Protocol):
 def register(router: Router, app: OperatedApp) -> None:
     """Add the operator's routes to `router`, each reading `app`'s live state."""
     routes: list[Route] = []
+    from .metrics import metrics_routes
+
+    routes += metrics_routes(app)
     router.add(routes)

@@ -207,6 +207,9 @@ class _ProxyApplication(BaseApplication):
             self._on_reload()
 
     def _worker_exit(self, arbiter: Any, worker: Any) -> None:
+        from ..ops.metrics_workers import worker_exited
+
+        worker_exited(worker.pid)
         release, self._release = self._release, None
         if release is not None:
             try:

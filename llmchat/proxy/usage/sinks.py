@@ -109,19 +109,20 @@ class UsageLog:
         self.prices: PriceTable | None = None
         """The prices `emit` fills `UsageEvent.cost` from; the app swaps it on reload."""
         self.listeners: list[Callable[[UsageEvent], None]] = []
-        """Called with each event once its cost is set (budgets, metrics); a failure is logged."""
+        """Called with each event once its cost is set (budgets, metrics; not a probe past
+        the probe budget); a failing one is logged."""
 
     def emit(self, event: UsageEvent) -> None:
         prices = self.prices
         if prices is not None:
             prices.fill(event)
+        if event.is_probe and not self.probes.admit():
+            return
         for listener in self.listeners:
             try:
                 listener(event)
             except Exception:
-                log.warning("usage listener failed for %s", event.request_id, exc_info=True)
-        if event.is_probe and not self.probes.admit():
-            return
+                log.warning("usage event for %s was not counted", event.request_id, exc_info=True)
         target = self._target
         if target is not None:
             try:
