@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..router import Route, Router
+from .admin import admin_routes
 
 __all__ = ["OperatedApp", "register"]
 
@@ -28,4 +29,5 @@ class OperatedApp(Protocol):
 def register(router: Router, app: OperatedApp) -> None:
     """Add the operator's routes to `router`, each reading `app`'s live state."""
     routes: list[Route] = []
+    routes += admin_routes(app)
     router.add(routes)
