@@ -55,8 +55,11 @@ def _nodes(exchange: ClientExchange, app: OperatedApp) -> list[bytes]:
 
 def _config(exchange: ClientExchange, app: OperatedApp) -> list[bytes]:
     config = getattr(app.upstream, "config", None)
+    # Set by the CLI's reload (`reload_from`'s on_status); None: no reload since start.
+    status = getattr(app, "reload_status", None)
+    reload = status.as_dict() if status is not None else None
     if config is None or not dataclasses.is_dataclass(config):
-        return exchange.json(200, {"routed": False, "config": None})
+        return exchange.json(200, {"routed": False, "config": None, "reload": None})
     # The config holds no secret (keys are named by their variables); urls may
     # carry userinfo, which is dropped.
     body = _plain(config)
@@ -69,6 +72,7 @@ def _config(exchange: ClientExchange, app: OperatedApp) -> list[bytes]:
             "config": body,
             "source": getattr(config, "source", None),
             "digest": getattr(config, "digest", None),
+            "reload": reload,
         },
     )
 
