@@ -25,6 +25,7 @@ from ..response import Response, writer_of
 from ..settings import Settings
 from ..urls import join_url
 from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
+from ._context import added_headers
 from ._request import (
     USER_AGENT,
     WireRequest,
@@ -200,6 +201,7 @@ class Hooks(probe.SideRequests):
         body = self._finalize_request_body(body)
         data = self._encode_request_body(body)
         headers = self._get_api_headers()
+        headers.update(added_headers())  # the proxy's x-request-id, when it set one
         if stream and not any(name.lower() == "accept-encoding" for name in headers):
             # A compressed token stream saves little and makes intermediaries buffer;
             # the reader still decodes whatever a server sends. A hook's own header wins.

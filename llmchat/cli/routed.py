@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import LLMChatError
 from ..proxy.routing.config import RoutingConfig
-from ..proxy.routing.reload import Loaded, load_routing, reload_from
+from ..proxy.routing.reload import Loaded, ReloadStatus, load_routing, reload_from
 from .proxy_command import app_options, serve
 from .workers import serve_workers, wants_workers
 
@@ -115,7 +115,13 @@ def watch_hangups(path: str, app: Any, routed: Any) -> Callable[[], None]:
 
     def reload() -> None:
         with one_at_a_time:
-            loaded = reload_from(path, routed, log, on_keys=lambda keys: setattr(app, "keys", keys))
+            loaded = reload_from(
+                path,
+                routed,
+                log,
+                on_keys=lambda keys: setattr(app, "keys", keys),
+                on_status=lambda status: setattr(app, "reload_status", status),
+            )
             if loaded is not None and loaded.admin_key is not None:
                 app.admin_key = loaded.admin_key.encode("utf-8")
             if loaded is not None:
@@ -162,12 +168,14 @@ class _LastGood:
     def __init__(self, args: argparse.Namespace, first: Loaded) -> None:
         self.args = args
         self.loaded = first
+        self.status: ReloadStatus | None = None
+        """The last reload's outcome: each worker forked after it reports it."""
 
     def reload(self, config: RoutingConfig) -> None:
         """Nothing to swap in the arbiter; `reread` keeps what `reload_from` returns."""
 
     def reread(self) -> None:
-        loaded = reload_from(self.args.config, self, log)
+        loaded = reload_from(self.args.config, self, log, on_status=self._record)
         if loaded is None:
             return  # refused, the errors logged: the old config stays
         self.loaded = loaded
@@ -177,9 +185,15 @@ class _LastGood:
             flush=True,
         )
 
+    def _record(self, status: ReloadStatus) -> None:
+        self.status = status
+
     def build(self) -> tuple[Any, Any]:
-        """The app over the last good config (in a worker, after the fork)."""
-        return routed_app(self.args, self.loaded)
+        """The app over the last good config (in a worker, after the fork), knowing
+        the last reload's outcome (the arbiter's, inherited through the fork)."""
+        app, routed = routed_app(self.args, self.loaded)
+        app.reload_status = self.status
+        return app, routed
 
 
 def _describe(config: RoutingConfig) -> str:

@@ -131,6 +131,7 @@ class Completions:
         if forbidden is not None:
             return forbidden
         call = Call()
+        call.request_id = exchange.request_id
         watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
         try:
             started = self.upstream.start(request, call)

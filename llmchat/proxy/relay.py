@@ -46,6 +46,8 @@ def open_relay(
     headers = backend._get_api_headers()
     if data is None:
         headers = {k: v for k, v in headers.items() if k != "Content-Type"}
+    if relay.request_id is not None:
+        headers = {**headers, "x-request-id": relay.request_id}
     exchange = relay.exchange
     relay.max_response_bytes = backend.max_response_bytes
     relay.max_event_bytes = backend.max_event_bytes
@@ -84,8 +86,10 @@ class Relay:
     client gets the proxy's own error instead.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, request_id: str | None = None) -> None:
         self.exchange = Exchange()
+        self.request_id = request_id
+        """The client exchange's ``x-request-id``, sent upstream so the node's logs show it."""
         self.http: Any = None
         self.failure: Failure | None = None
         self.max_response_bytes: int | None = None

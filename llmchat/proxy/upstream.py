@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .. import wire_json
+from ..backends._context import extra_headers
 from ..backends.openai_common import OpenAICommon
 from ..errors import InvalidTypeError
 from ..redact import Redactor
@@ -79,6 +80,8 @@ class Call:
         self.node: str | None = None
         self.tier: int | None = None
         self.alias: str | None = None
+        self.request_id: str | None = None
+        """The client exchange's ``x-request-id``, sent upstream (`start`)."""
 
     @property
     def cancelled(self) -> bool:
@@ -161,9 +164,11 @@ class Upstream:
         tool_choice = body.get("tool_choice")
         settings = self._settings(body)
         if self.inference is None:
-            streamed: Response = self.backend.chat_completion_stream(
-                messages, tools=tools, tool_choice=tool_choice, settings=settings
-            )
+            sent = (("x-request-id", call.request_id),) if call.request_id else ()
+            with extra_headers(*sent):  # the request is built and sent in this thread
+                streamed: Response = self.backend.chat_completion_stream(
+                    messages, tools=tools, tool_choice=tool_choice, settings=settings
+                )
             return _paced(body, call, streamed)
         if tool_choice is not None:
             settings = settings.merged(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..router import Route, Router
+from .admin import admin_routes
 
 __all__ = ["OperatedApp", "register"]
 
@@ -31,4 +32,5 @@ def register(router: Router, app: OperatedApp) -> None:
     from .metrics import metrics_routes
 
     routes += metrics_routes(app)
+    routes += admin_routes(app)
     router.add(routes)

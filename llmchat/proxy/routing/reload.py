@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,7 +23,14 @@ from ...redact import check_secret
 from .config import ConfigError, RoutingConfig, load_config
 from .keys import KeyRing, resolve_secret
 
-__all__ = ["Loaded", "Reloadable", "load_routing", "node_key_warnings", "reload_from"]
+__all__ = [
+    "Loaded",
+    "ReloadStatus",
+    "Reloadable",
+    "load_routing",
+    "node_key_warnings",
+    "reload_from",
+]
 
 
 class Reloadable(Protocol):
@@ -46,6 +54,33 @@ class Loaded:
     def __repr__(self) -> str:  # the admin key is a secret
         admin = "set" if self.admin_key else None
         return f"Loaded({self.config!r}, keys={self.keys!r}, admin_key={admin})"
+
+
+@dataclass(frozen=True)
+class ReloadStatus:
+    """The last reload attempt, for ``GET /admin/config``: when, whether it took, and why not.
+
+    The errors are the config's own (each naming a path or a variable, never a
+    value), the lines the reload logged.
+    """
+
+    at: float
+    """Unix time of the attempt."""
+    outcome: str
+    """``ok`` or ``refused`` (the old config stays)."""
+    source: str
+    digest: str | None = None
+    """The new config's sha256 when it took; None when refused."""
+    errors: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "outcome": self.outcome,
+            "source": self.source,
+            "digest": self.digest,
+            "errors": list(self.errors),
+        }
 
 
 def load_routing(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Loaded:
@@ -96,28 +131,33 @@ def reload_from(
     *,
     environ: Mapping[str, str] | None = None,
     on_keys: Callable[[KeyRing | None], None] | None = None,
+    on_status: Callable[[ReloadStatus], None] | None = None,
 ) -> Loaded | None:
     """Re-read `path`; a valid config goes to `routed.reload` (and its keys to `on_keys`).
 
     Returns what was loaded, or None when the file was refused: then every
     error is logged on `log` at WARNING, one line each, and nothing changes.
     Never raises (it runs in a signal handler, where an exception would stop
-    the server).
+    the server). Each attempt's outcome goes to `on_status`.
     """
     source = os.fspath(path)
+    status = on_status if on_status is not None else (lambda status: None)
     try:
         loaded = load_routing(source, os.environ if environ is None else environ)
     except ConfigError as exc:
         for error in exc.errors:
             log.warning("routing config %s refused, the old one stays: %s", exc.source, error)
+        status(ReloadStatus(time.time(), "refused", source, errors=tuple(exc.errors)))
         return None
     try:
         routed.reload(loaded.config)
     except Exception as exc:  # the routed upstream's own refusal; the old config stays
         log.warning("routing config %s refused, the old one stays: %s", source, exc)
+        status(ReloadStatus(time.time(), "refused", source, errors=(str(exc),)))
         return None
     if on_keys is not None:
         on_keys(loaded.keys)
+    status(ReloadStatus(time.time(), "ok", source, loaded.config.digest))
     for warning in loaded.warnings:
         log.warning("routing config %s: %s", source, warning)
     return loaded

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from llmchat.proxy.routing import ConfigError, KeyRing, RoutingConfig
-from llmchat.proxy.routing.reload import load_routing, node_key_warnings, reload_from
+from llmchat.proxy.routing.reload import (
+    ReloadStatus,
+    load_routing,
+    node_key_warnings,
+    reload_from,
+)
 
 GOOD = """\
 nodes:
@@ -142,3 +147,28 @@ def test_node_key_warnings_are_logged_on_reload(
         loaded = reload_from(write(tmp_path, GOOD), Routed(), log, environ={"ALICE_KEY": "sk-a"})
     assert loaded is not None
     assert "CLOUD_KEY is not set; node 'cloud' is not eligible" in caplog.text
+
+
+def test_every_attempt_reports_its_status(tmp_path: Path) -> None:
+    statuses: list[ReloadStatus] = []
+    path = write(tmp_path, GOOD)
+    loaded = reload_from(path, Routed(), log, environ=ENV, on_status=statuses.append)
+    assert loaded is not None
+    path.write_text(BAD)
+    assert reload_from(path, Routed(), log, environ=ENV, on_status=statuses.append) is None
+    path.write_text(GOOD)
+    assert (
+        reload_from(path, Routed(refuse=True), log, environ=ENV, on_status=statuses.append) is None
+    )
+    ok, bad, refused = statuses
+    assert (ok.outcome, ok.digest, ok.errors, ok.source) == (
+        "ok",
+        loaded.config.digest,
+        (),
+        str(path),
+    )
+    assert bad.outcome == "refused" and bad.digest is None and len(bad.errors) == 3
+    assert "unknown node 'gpu-c'" in bad.as_dict()["errors"][2]
+    assert refused.outcome == "refused" and "cannot change its dialect" in refused.errors[0]
+    assert ok.at <= bad.at <= refused.at
+    assert "SECRET" not in str([status.as_dict() for status in statuses])

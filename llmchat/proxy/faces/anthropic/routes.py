@@ -181,6 +181,7 @@ class AnthropicRoutes:
         # An `Inference` chain returns only once a backend has content, so it
         # starts on a thread: it may be silent through every attempt.
         call = Call()
+        call.request_id = exchange.request_id
         watch = HangupWatch(client_socket(exchange.environ), call.cancel).start()
         try:
             starting = Starting(completions.upstream, request, call)

@@ -178,7 +178,7 @@ class OllamaRoutes:
             return forbidden
         if not request["input"]:
             return Embeddings([], 0, None)  # Ollama's "load the model" call: nothing to embed
-        relay = Relay()
+        relay = Relay(exchange.request_id)
         watch = HangupWatch(client_socket(exchange.environ), relay.cancel).start()
         try:
             result = fetch_embeddings(self.upstream, relay, request)

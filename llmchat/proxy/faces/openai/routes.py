@@ -86,7 +86,7 @@ def relay(
     upstream: Upstream, exchange: ClientExchange, method: str, path: str, data: bytes | None
 ) -> Iterable[bytes]:
     """Send `data` to the upstream's `path` and answer with what it says."""
-    upstream_call = Relay()
+    upstream_call = Relay(exchange.request_id)
     # Watched from before the upstream is even asked: a non-streamed answer
     # sends no headers until generation ends, so prefill may be all there is.
     watch = HangupWatch(client_socket(exchange.environ), upstream_call.cancel).start()
