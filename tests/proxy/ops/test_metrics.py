@@ -6,6 +6,9 @@ name, never a key); the admin key gates the route when one is set.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 import requests
 
@@ -32,6 +35,23 @@ def _scrape(url: str, key: str | None = None) -> dict[str, list[tuple[dict[str, 
     return samples
 
 
+def _chats(samples: dict[str, list[tuple[dict[str, str], float]]]) -> float:
+    rows = samples.get("llmchat_requests_total", [])
+    return sum(value for labels, value in rows if labels["face"] != "proxy")
+
+
+def _scrape_until(
+    url: str, done: Callable[[dict[str, list[tuple[dict[str, str], float]]]], bool]
+) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Scrape until `done`: a request is counted when its answer closes, which may come
+    just after the client read it (each scrape is one more request, of the proxy's own)."""
+    deadline = time.monotonic() + 10
+    while True:
+        samples = _scrape(url)
+        if done(samples) or time.monotonic() > deadline:
+            return samples
+
+
 def _chat(url: str, model: str, key: str = CLIENT) -> None:
     answer = requests.post(
         url + "/v1/chat/completions",
@@ -47,7 +67,7 @@ def test_requests_are_counted_with_bounded_labels_and_no_key() -> None:
         with running_proxy(OpenAICommon(upstream_url), api_key=CLIENT) as url:
             for _ in range(3):
                 _chat(url, "invented-model-xyz")
-            samples = _scrape(url)
+            samples = _scrape_until(url, lambda s: _chats(s) >= 3)
             text = requests.get(url + "/metrics", timeout=10).text
     chats = [
         (labels, value)
