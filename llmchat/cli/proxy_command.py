@@ -31,6 +31,10 @@ send the client's model name as it is. The upstream key comes from --api-key-env
 must present $LLMCHAT_PROXY_KEY when it is set. GET /health and /api/hello
 (Claude Code's start-up check) answer without a key.
 
+The operator's routes need the admin key ($LLMCHAT_ADMIN_KEY, --admin-key-env):
+GET /metrics (Prometheus; open when no admin key is set), and GET /admin/nodes,
+/admin/config, /admin/usage, /admin/budgets (a 404 when no admin key is set).
+
 --config FILE routes many models over many nodes instead (YAML, or JSON): model
 aliases with ordered tiers, each node with its own dialect and key, client keys
 with model policies. It replaces --upstream, --model and --api-key-env; a bad

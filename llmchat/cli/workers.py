@@ -95,6 +95,7 @@ def _serve(
     over: str | None,
     on_reload: Callable[[], None] | None,
 ) -> int:
+    from ..proxy.ops.metrics_workers import worker_exited
     from ..proxy.server.gunicorn_app import serve
 
     checked, upstream = build()
@@ -113,7 +114,15 @@ def _serve(
             flush=True,
         )
 
-    return serve(worker_app, args.host, args.port, options, announce=announce, on_reload=on_reload)
+    return serve(
+        worker_app,
+        args.host,
+        args.port,
+        options,
+        announce=announce,
+        on_reload=on_reload,
+        on_worker_exit=worker_exited,
+    )
 
 
 def _close(app: Any, upstream: Any) -> None:

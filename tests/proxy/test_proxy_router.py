@@ -116,13 +116,15 @@ def test_the_app_serves_exactly_what_the_faces_register() -> None:
     for face in (anthropic, ollama, openai, responses):
         face.register(expected, app.completions)
     own = {"/", "/health", "/api/hello"}
-    assert app.router.paths == expected.paths | own
+    operator = {"/metrics", "/admin/nodes", "/admin/config", "/admin/usage", "/admin/budgets"}
+    assert app.router.paths == expected.paths | own | operator
     assert set(app.router.routes) - set(expected.routes) == {
         ("GET", "/"),
         ("HEAD", "/"),
         ("GET", "/health"),
         ("GET", "/api/hello"),
         ("HEAD", "/api/hello"),
+        *(("GET", path) for path in operator),
     }
     faces = {route.face for route in app.router.routes.values()}
     assert faces == {"proxy", "ollama", "anthropic", "openai"}

@@ -147,6 +147,7 @@ def serve(
     *,
     announce: Callable[[str], None] | None = None,
     on_reload: Callable[[], None] | None = None,
+    on_worker_exit: Callable[[int], None] | None = None,
 ) -> int:
     """Serve the app `build` makes until SIGTERM (graceful) or SIGINT (quick); the exit code.
 
@@ -154,9 +155,11 @@ def serve(
     starts (port 0 binds a free port: this is where to learn which).
     `on_reload` runs in the arbiter at its reload (SIGHUP), before it forks
     the new workers: what it changes there, they inherit.
+    `on_worker_exit` gets a worker's pid as it exits (metrics clean up its
+    files there); the server itself knows nothing of what it is for.
     """
     settings = gunicorn_settings(host, port, options)
-    application = _ProxyApplication(build, settings, announce, on_reload)
+    application = _ProxyApplication(build, settings, announce, on_reload, on_worker_exit)
     try:
         application.run()
     except SystemExit as stop:  # the arbiter's way of returning
@@ -171,11 +174,13 @@ class _ProxyApplication(BaseApplication):
         settings: dict[str, Any],
         announce: Callable[[str], None] | None,
         on_reload: Callable[[], None] | None = None,
+        on_worker_exit: Callable[[int], None] | None = None,
     ) -> None:
         self._build = build
         self._settings = settings
         self._announce = announce
         self._on_reload = on_reload
+        self._on_worker_exit = on_worker_exit
         self._release: Callable[[], None] | None = None
         super().__init__()
 
@@ -207,9 +212,8 @@ class _ProxyApplication(BaseApplication):
             self._on_reload()
 
     def _worker_exit(self, arbiter: Any, worker: Any) -> None:
-        from ..ops.metrics_workers import worker_exited
-
-        worker_exited(worker.pid)
+        if self._on_worker_exit is not None:
+            self._on_worker_exit(worker.pid)
         release, self._release = self._release, None
         if release is not None:
             try:
