@@ -138,7 +138,8 @@ class BudgetOptions:
     """How budgets are checked."""
 
     refresh_s: float = 5.0
-    """How stale a key's spend, read from the usage store, may be (seconds)."""
+    """How stale a key's spend, read from the usage store, may be (seconds); 0: re-read on
+    every check (the tightest bound on overshoot, one store query per request)."""
 
 
 @dataclass(frozen=True)

@@ -2,21 +2,37 @@
 
 A budget limits a key's cost and tokens per UTC period (day, week from
 Monday, month) and its requests per minute. The check runs before the
-upstream call, from:
+upstream call and admits a request while, for the key,
 
-- the usage store's total for the key's period, re-read at most every
-  ``refresh_s`` seconds (the store is the truth across workers and hosts);
-- plus this process's own spend since that re-read (`record`, a `UsageLog`
-  listener, counts each event as it is emitted).
+    the usage store's total for the period, as of its last re-read,
+    + what this process's own requests spent since that re-read began
 
-How stale it may be: another process's spend is seen at most ``refresh_s``
-seconds late, and a request's tokens are known only when it ends (no
-reservation: a request's size is not known before it runs). So a key may
-overshoot its cost or token limit by what its requests in flight at the
-crossing cost, plus what other processes' requests ending within
-``refresh_s`` cost. Without a store each process counts only its own
-spend (the limit then applies per process). ``rpm`` is a sliding
-minute per process: across N processes a key gets at most N * rpm.
+is below each limit. The store is the truth across workers and hosts; it is
+re-read at most every ``refresh_s`` seconds (one request thread re-reads
+while the others go on with the last total), and on every check with
+``refresh_s: 0``. This process's own spend is counted as each request's usage
+event is emitted, which is after the store has the event (`UsageLog.emit`
+writes the store first), so an event is never missed between the two.
+
+How far past a cost or token limit a key may go. A request's size is known
+only when it ends (nothing is reserved), so the spend past the limit is at
+most what these requests spend:
+
+1. the key's requests in flight anywhere (admitted, not yet in the store)
+   when the store's total crossed the limit; and
+2. the requests other processes admitted after that, before a re-read
+   showed them the crossing: at most ``refresh_s`` (plus one read) later.
+
+With ``refresh_s: 0`` the second set is empty, and the overshoot is below
+(the key's concurrent requests) x (the largest one's spend). Whatever
+``refresh_s``, each process always counts its own spend, so across P
+processes a key spends less than P x the limit plus its in-flight requests
+even if no re-read ever lands. A store that cannot be read keeps its last
+total (plus the local spend). Without a store each process counts only its
+own spend (the limit then applies per process).
+
+``rpm`` is a sliding minute per process: across P processes a key gets at
+most P x rpm requests in any minute.
 """
 
 from __future__ import annotations
@@ -84,8 +100,15 @@ class _State:
     start: datetime.date | None = None
     stored_cost: float = 0.0
     stored_tokens: int = 0
-    local_cost: float = 0.0
-    local_tokens: int = 0
+    counted_cost: float = 0.0
+    """This process's spend in the period, as its events were emitted (only grows)."""
+    counted_tokens: int = 0
+    covered_cost: float = 0.0
+    """The part of `counted_cost` the stored total already holds."""
+    covered_tokens: int = 0
+    reads: int = 0
+    """Re-reads begun; the one applied last is `applied`, and an older one is dropped."""
+    applied: int = 0
     refreshed_at: float = 0.0
     next_refresh: float = float("-inf")
     admitted: deque[float] = field(default_factory=deque)
@@ -104,8 +127,8 @@ class Budgets:
         for name, budget in budgets.items():
             if budget.period not in PERIODS:
                 raise ValueError(f"keys.{name}.budget.period must be one of {', '.join(PERIODS)}")
-        if not refresh_s > 0:
-            raise ValueError(f"budgets.refresh_s must be > 0, got {refresh_s!r}")
+        if not refresh_s >= 0:
+            raise ValueError(f"budgets.refresh_s must be >= 0, got {refresh_s!r}")
         self.store = store
         self.refresh_s = refresh_s
         self._clock = clock
@@ -125,9 +148,9 @@ class Budgets:
         budget = state.budget
         with self._lock:
             end = _period_end(budget.period, now)
-            if budget.cost is not None and state.stored_cost + state.local_cost >= budget.cost:
+            cost, tokens = _spent(state)
+            if budget.cost is not None and cost >= budget.cost:
                 return Refusal("cost", end)
-            tokens = state.stored_tokens + state.local_tokens
             if budget.tokens is not None and tokens >= budget.tokens:
                 return Refusal("tokens", end)
             admitted = state.admitted
@@ -150,8 +173,8 @@ class Budgets:
                 and period_start(state.budget.period, event.started_at) < state.start
             ):
                 return  # a request of the last period ending in this one
-            state.local_cost += event.cost or 0.0
-            state.local_tokens += tokens
+            state.counted_cost += event.cost or 0.0
+            state.counted_tokens += tokens
 
     def _refresh(self, key_id: str, state: _State, now: float) -> None:
         start = period_start(state.budget.period, now)
@@ -161,6 +184,19 @@ class Budgets:
                 return
             # Claimed before the query, so one thread re-reads while the rest go on.
             state.next_refresh = now + self.refresh_s
+            if new_period:
+                # The last period's spend no longer counts, whatever the read finds.
+                state.start = start
+                state.stored_cost, state.stored_tokens = 0.0, 0
+                state.counted_cost, state.counted_tokens = 0.0, 0
+                state.covered_cost, state.covered_tokens = 0.0, 0
+            # Every event counted so far is in the store already (it is written before
+            # the listeners run), so the read below holds it: counted once. One counted
+            # after this point may be in it too; it is then counted twice until the next
+            # read, which errs towards refusing.
+            state.reads += 1
+            read = state.reads
+            covered = state.counted_cost, state.counted_tokens
         cost, tokens = 0.0, 0
         if self.store is not None:
             try:
@@ -172,13 +208,12 @@ class Budgets:
                 if not new_period:
                     return  # a store down: the last total and the local spend still count
         with self._lock:
-            if new_period:
-                state.start = start
-                state.local_cost, state.local_tokens = 0.0, 0
-            if self.store is not None:
-                # The store now holds what this process recorded: counted once.
+            if self.store is not None and read > state.applied and start == state.start:
+                # A read begun later than the one applied covers more of the local
+                # spend; an earlier one finishing late is dropped.
+                state.applied = read
                 state.stored_cost, state.stored_tokens = cost, tokens
-                state.local_cost, state.local_tokens = 0.0, 0
+                state.covered_cost, state.covered_tokens = covered
             state.refreshed_at = now
 
     def report(self) -> list[dict[str, Any]]:
@@ -191,9 +226,10 @@ class Budgets:
             with self._lock:
                 while state.admitted and state.admitted[0] <= now - 60.0:
                     state.admitted.popleft()
+                cost, tokens = _spent(state)
                 spent: dict[str, Any] = {
-                    "cost": state.stored_cost + state.local_cost,
-                    "tokens": state.stored_tokens + state.local_tokens,
+                    "cost": cost,
+                    "tokens": tokens,
                     "requests_last_minute": len(state.admitted),
                 }
                 refreshed_at = state.refreshed_at
@@ -218,6 +254,12 @@ class Budgets:
                 }
             )
         return out
+
+
+def _spent(state: _State) -> tuple[float, int]:
+    """The key's spend as this process sees it: the stored total plus its own since."""
+    cost = state.stored_cost + state.counted_cost - state.covered_cost
+    return cost, state.stored_tokens + state.counted_tokens - state.covered_tokens
 
 
 def _period_end(period: str, now: float) -> float:

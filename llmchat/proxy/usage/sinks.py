@@ -118,6 +118,18 @@ class UsageLog:
             prices.fill(event)
         if event.is_probe and not self.probes.admit():
             return
+        # The store first: a budget re-reads it and counts only what the listeners
+        # heard since it began, so a listener must never hear of an unstored event.
+        if self.store is not None:
+            try:
+                self.store.record(event)
+            except Exception as exc:
+                # No traceback: a database error's text is the store's to scrub.
+                log.warning(
+                    "usage event for %s was not stored: %s",
+                    event.request_id,
+                    self.store.describe_error(exc),
+                )
         for listener in self.listeners:
             try:
                 listener(event)
@@ -132,16 +144,6 @@ class UsageLog:
                     _append_line(target, wire_json.encode_data(event.as_dict()) + b"\n")
             except Exception:
                 log.warning("usage event for %s was not logged", event.request_id, exc_info=True)
-        if self.store is not None:
-            try:
-                self.store.record(event)
-            except Exception as exc:
-                # No traceback: a database error's text is the store's to scrub.
-                log.warning(
-                    "usage event for %s was not stored: %s",
-                    event.request_id,
-                    self.store.describe_error(exc),
-                )
 
 
 def _append_line(path: str | os.PathLike[str], line: bytes) -> None:

@@ -110,7 +110,7 @@ def test_operations_keys_parse_admin_prices_and_budgets() -> None:
         ("admin", {}, "admin"),
         ("prices", {"m": {"input": -1}}, "prices.m.input"),
         ("prices", {"m": {}}, "prices.m"),
-        ("budgets", {"refresh_s": 0}, "budgets.refresh_s"),
+        ("budgets", {"refresh_s": -1}, "budgets.refresh_s"),
     ],
 )
 def test_operations_keys_are_checked(where: str, value: Any, path: str) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llmchat.proxy.routing.config import Budget
 from llmchat.proxy.usage.backend import open_store
 from llmchat.proxy.usage.budgets import Budgets, period_start
+from llmchat.proxy.usage.sinks import UsageLog
 
 from ...support.usage import event
 
@@ -112,3 +115,71 @@ def test_the_config_refuses_a_budget_without_a_limit_or_a_cost_without_prices() 
     assert config_errors({**data, "prices": {"m": {"input": 1}}}) == [
         "keys[0].budget: sets no limit (cost, tokens or rpm)"
     ]
+
+
+class ReadingStore:
+    """A store whose next `totals` first lets `during` run: an event landing mid-read."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.during: Callable[[], None] | None = None
+
+    def record(self, event: Any) -> None:
+        self.store.record(event)
+
+    def describe_error(self, exc: BaseException) -> str:
+        return self.store.describe_error(exc)
+
+    def totals(self, by: str, since: Any = None, until: Any = None) -> Any:
+        during, self.during = self.during, None
+        if during is not None:
+            during()
+        return self.store.totals(by, since, until)
+
+
+def test_own_spend_is_counted_once_across_re_reads(tmp_path: Path) -> None:
+    # The log writes the store before the budget hears of an event, so an event the
+    # read holds was counted before it began (and is covered), never lost between.
+    store = ReadingStore(open_store(str(tmp_path / "usage.db")))
+    try:
+        clock = Clock(_at(2026, 3, 4, 12, 0))
+        budgets = Budgets({"alice": Budget(tokens=100)}, store, refresh_s=5.0, clock=clock)
+        log = UsageLog(None, store)  # type: ignore[arg-type]
+        log.listeners.append(budgets.record)
+
+        def spend(name: str, tokens: int) -> None:
+            log.emit(event(name, key_id="alice", input_tokens=tokens, started_at=clock.now))
+
+        spend("a", 30)
+        assert budgets.check("alice") is None  # the first read: 30 stored, 30 covered
+        assert budgets.report()[0]["spent"]["tokens"] == 30
+        spend("b", 40)  # counted here, not yet re-read
+        assert budgets.report()[0]["spent"]["tokens"] == 70
+        clock.now += 5.0
+        store.during = lambda: spend("c", 10)  # stored and counted while the read runs
+        assert budgets.check("alice") is None
+        # "c" is both in the read and counted after it began: twice, erring to refuse.
+        assert budgets.report()[0]["spent"]["tokens"] == 90
+        clock.now += 5.0
+        assert budgets.report()[0]["spent"]["tokens"] == 80  # the next read: once
+        spend("d", 20)
+        refusal = budgets.check("alice")
+        assert refusal is not None and refusal.limit == "tokens"
+    finally:
+        store.store.close()
+
+
+def test_refresh_s_0_reads_the_store_on_every_check(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "usage.db"))
+    try:
+        clock = Clock(_at(2026, 3, 4, 12, 0))
+        budgets = Budgets({"alice": Budget(tokens=10)}, store, refresh_s=0, clock=clock)
+        assert budgets.check("alice") is None
+        # Another process's spend, at the same instant: the next check sees it.
+        store.record(event("other", key_id="alice", input_tokens=10, started_at=clock.now))
+        refusal = budgets.check("alice")
+        assert refusal is not None and refusal.limit == "tokens"
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match=r"budgets\.refresh_s"):
+        Budgets({"alice": Budget(tokens=10)}, refresh_s=-1)
