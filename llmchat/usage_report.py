@@ -1,5 +1,9 @@
 """`llmchat usage`: the proxy's usage totals per model, per UTC day and per key id
-(and, for a routing proxy's records, per node and per alias).
+(and, for a routing proxy's records, per node and per alias; with ``--by``, per
+ISO week or month, or any one of these).
+
+Costs are exact: summed as integer nano-units by the store, printed as decimal
+text with nine places (`usage.money`), in the text tables and the JSON alike.
 
 Reads an SQLite file or a ``postgresql://`` database (`--db`), or a JSON-lines
 log (`--log`, loaded into an in-memory SQLite store so every source is summed
@@ -11,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import sys
 from collections.abc import Iterable
@@ -25,12 +28,18 @@ __all__ = ["add_parser"]
 _HEADINGS = {
     "model": "per model",
     "day": "per day (UTC)",
+    "week": "per ISO week (UTC)",
+    "month": "per month (UTC)",
     "key_id": "per key id",
     "node": "per node",
     "alias": "per alias",
 }
 _ROUTED = ("node", "alias")
 """Groupings only a routing proxy's rows have: their tables are left out when no row has one."""
+_DEFAULT_BY = ("model", "day", "key_id", "node", "alias")
+"""The tables printed without ``--by``."""
+_BY_NAMES = {"key": "key_id"}
+"""Short names ``--by`` takes too."""
 _COLUMNS = (
     "requests",
     "ok",
@@ -52,8 +61,11 @@ def add_parser(commands: Any) -> None:
             "Sum the proxy's usage records (requests, ok/failed, input/cached/output "
             "tokens, content bytes, duration, cost by the config's prices) per model, "
             "per UTC day and per key id (and "
-            "per node and per alias for a routing proxy's), from the store "
-            "`llmchat proxy --usage-db` writes or the log `--usage-log` appends."
+            "per node and per alias for a routing proxy's; --by picks the tables, "
+            "ISO weeks and months among them), from the store "
+            "`llmchat proxy --usage-db` writes or the log `--usage-log` appends. "
+            "Costs are exact: each request's is rounded once to 1e-9 of the prices' "
+            "currency, and the sums are of those amounts, to the last digit."
         ),
     )
     source = usage.add_mutually_exclusive_group(required=True)
@@ -61,6 +73,16 @@ def add_parser(commands: Any) -> None:
     source.add_argument("--log", help="a JSON-lines usage log")
     usage.add_argument("--since", type=_day, help="first UTC day counted, YYYY-MM-DD")
     usage.add_argument("--until", type=_day, help="last UTC day counted, YYYY-MM-DD")
+    usage.add_argument(
+        "--by",
+        type=_groupings,
+        default=_DEFAULT_BY,
+        metavar="GROUPS",
+        help=(
+            "comma-separated tables to print, of model, day, week (ISO, e.g. 2026-W53), "
+            "month, key (key_id), node, alias (default: model,day,key,node,alias)"
+        ),
+    )
     usage.add_argument("--json", action="store_true", help="print the totals as one JSON object")
     usage.set_defaults(run=_run_usage)
 
@@ -72,13 +94,25 @@ def _day(text: str) -> datetime.date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+def _groupings(text: str) -> tuple[str, ...]:
+    from .proxy.usage.store import GROUPINGS
+
+    names = [_BY_NAMES.get(name.strip(), name.strip()) for name in text.split(",")]
+    unknown = [name for name in names if name not in GROUPINGS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"not a grouping: {unknown[0]!r} (one of {', '.join(GROUPINGS)}, key)"
+        )
+    return tuple(dict.fromkeys(names))  # once each, in the order given
+
+
 def _run_usage(args: argparse.Namespace) -> int:
-    from .proxy.usage.store import GROUPINGS, time_bounds
+    from .proxy.usage.store import time_bounds
 
     time_bounds(args.since, args.until)  # refuse a backwards range before opening anything
     store, source = _open(args)
     try:
-        groups = {by: store.totals(by, args.since, args.until) for by in GROUPINGS}
+        groups = {by: store.totals(by, args.since, args.until) for by in args.by}
     finally:
         store.close()
     if args.json:
@@ -131,17 +165,11 @@ def _load_log(store: UsageStore, lines: Iterable[bytes]) -> int:
     return skipped
 
 
-def _overall(groups: dict[str, list[Total]]) -> dict[str, Any]:
-    """Every row has exactly one day, so the per-day rows sum to the whole."""
-    rows = [t.as_dict() for t in groups["day"]]
-    out: dict[str, Any] = {
-        name: sum(row[name] for row in rows) for name in _COLUMNS if name != "duration_s"
-    }
-    out["duration_ms"] = round(sum(row["duration_ms"] for row in rows), 3)
-    costs = [row["cost"] for row in rows if row["cost"] is not None]
-    # math.fsum: the overall cost is the exactly rounded sum of the days' sums.
-    out["cost"] = math.fsum(costs) if costs else None
-    return out
+def _overall(groups: dict[str, list[Total]]) -> Total:
+    """The whole: every row is in one group of any grouping, so the first table's rows sum to it."""
+    from .proxy.usage.store import combined
+
+    return combined(next(iter(groups.values())), key="total")
 
 
 def _as_json(
@@ -151,7 +179,7 @@ def _as_json(
         "source": source,
         "since": args.since.isoformat() if args.since else None,
         "until": args.until.isoformat() if args.until else None,
-        "total": _overall(groups),
+        "total": _numbers(_overall(groups).as_dict()),
     }
     for by, totals in groups.items():
         out[f"by_{by}"] = [{by: t.key, **_numbers(t.as_dict())} for t in totals]
@@ -168,9 +196,9 @@ def _print_tables(
     since = args.since.isoformat() if args.since else "the start"
     until = args.until.isoformat() if args.until else "the end"
     print(f"usage from {source}, {since} to {until} (UTC days)", file=out)
-    total = _overall(groups)
+    total = _overall(groups).as_dict()
     for by, totals in groups.items():
-        if by in _ROUTED and all(t.key is None for t in totals):
+        if by in _ROUTED and args.by == _DEFAULT_BY and all(t.key is None for t in totals):
             continue  # a one-upstream proxy's records: a table of "(none)" says nothing
         rows = [[t.key if t.key is not None else "(none)", *_cells(t.as_dict())] for t in totals]
         rows.append(["total", *_cells(total)])
@@ -180,7 +208,7 @@ def _print_tables(
 
 def _cells(row: dict[str, Any]) -> list[str]:
     numbers = [str(row[name]) for name in _COLUMNS if name != "duration_s"]
-    cost = "-" if row["cost"] is None else f"{row['cost']:.6f}"
+    cost = "-" if row["cost"] is None else row["cost"]  # already exact decimal text
     return [*numbers, f"{row['duration_ms'] / 1000:.3f}", cost]
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..client_exchange import ClientExchange
 from ..router import Route
+from ..usage.store import combined
 
 if TYPE_CHECKING:
     from . import OperatedApp
@@ -85,6 +86,7 @@ def _usage(exchange: ClientExchange, app: OperatedApp) -> list[bytes]:
     since, until = (_day(query, name) for name in ("since", "until"))
     by = query.get("by", ["model"])[-1]
     totals = store.totals(by, since=since, until=until)
+    # `llmchat usage --json`'s numbers: each cost is the exact decimal text (`Total.as_dict`).
     return exchange.json(
         200,
         {
@@ -92,6 +94,7 @@ def _usage(exchange: ClientExchange, app: OperatedApp) -> list[bytes]:
             "since": since.isoformat() if since else None,
             "until": until.isoformat() if until else None,
             "totals": [total.as_dict() for total in totals],
+            "total": combined(totals, key=None).as_dict(),
         },
     )
 

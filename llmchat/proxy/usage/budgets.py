@@ -202,7 +202,9 @@ class Budgets:
             try:
                 for total in self.store.totals("key_id", since=start):
                     if total.key == key_id:
-                        cost = total.cost or 0.0
+                        # A float beside this process's own float spend; the
+                        # store's exact sum is for reports, a budget check needs no more.
+                        cost = float(total.cost or 0)
                         tokens = total.input_tokens + total.output_tokens
             except Exception:
                 if not new_period:

@@ -70,7 +70,9 @@ class UsageEvent:
     Anthropic's ``thinking_tokens``, Gemini's ``thoughtsTokenCount``); None: not said."""
     cost: float | None = None
     """What the request cost by the config's `prices` (per million tokens, in the
-    prices' currency); None when no price names its model or no tokens were counted."""
+    prices' currency); None when no price names its model or no tokens were counted.
+    Computed in decimal and rounded once to 1e-9 (`usage.prices`); this float is that
+    amount's nearest, and `money.nanos_of` gives the exact integer nanos back."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as every sink gets them, each within its `fields` rule."""

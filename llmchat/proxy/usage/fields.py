@@ -101,7 +101,8 @@ RULES: Final[Mapping[str, _Rule]] = {
     "cached_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
     "cache_write_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
     "reasoning_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
-    "cost": _Rule(float, nullable=True, limit=1e12),
+    # 1e9 units: `money.MAX_NANOS`, so a cost's nanos fit a BIGINT.
+    "cost": _Rule(float, nullable=True, limit=1e9),
 }
 """One rule per `UsageEvent` field (`event` checks the two lists agree)."""
 

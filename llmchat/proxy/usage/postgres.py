@@ -29,6 +29,7 @@ class PostgresStore(SqlStore["psycopg.Connection[tuple[Any, ...]]"]):
 
     placeholder = "%s"
     id_column = "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    week_sql = """to_char(CAST(day AS DATE), 'IYYY-"W"IW')"""
 
     def __init__(self, url: str, *, field: str = "usage_db") -> None:
         try:

@@ -4,9 +4,20 @@
 `postgres.PostgresStore` (several machines sharing one database), any other
 string or path is `sqlite.SqliteStore` (the embedded default; safe for several
 processes on one machine). Both keep the same schema, written here once:
-table ``llmchat_usage`` with a column per `UsageEvent` field plus ``day`` (the
-UTC date of ``started_at``, so grouping by day is the same SQL in both), and
+table ``llmchat_usage`` with a column per `UsageEvent` field plus two derived
+ones: ``day`` (the UTC date of ``started_at``, so grouping by day is the same
+SQL in both; weeks and months are computed from it when grouped by) and
+``cost_nanos`` (``cost`` as exact integer nano-units, `money.nanos_of`), and
 ``llmchat_usage_schema`` holding the schema's version.
+
+Costs are summed as ``cost_nanos``, an integer, so every sum is exact:
+PostgreSQL sums BIGINT as NUMERIC (no bound); SQLite sums it as a signed
+64-bit integer and fails with "integer overflow" past 9.2e18 nanos, i.e.
+9.2 billion units in one group. A row without ``cost_nanos`` (written by
+schema version 3, perhaps by an older llmchat still running beside this one)
+counts as its float ``cost`` rounded to 1e-9 in SQL (half away from zero in
+SQLite; PostgreSQL's ``round``; an exact tie cannot come from a float cost
+computed from prices of at most 3 decimals).
 
 A table an older llmchat created is brought up to date when a store opens it
 (`SqlStore.upgrade`): the columns it lacks are added (nullable, so its rows
@@ -25,21 +36,22 @@ from typing import Any, Generic, TypeVar
 
 from ...errors import InvalidArgumentError, LLMChatError
 from .event import UsageEvent
+from .money import nanos_of
 from .store import GROUPINGS, Total, time_bounds
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "TABLE", "VERSION_TABLE", "SqlStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped when a column changes; a store refuses a database with a newer version.
 
 1: the request's fields; 2: adds ``node``, ``tier``, ``alias`` and ``cached_tokens``;
-3: adds ``cache_write_tokens``, ``reasoning_tokens`` and ``cost``."""
+3: adds ``cache_write_tokens``, ``reasoning_tokens`` and ``cost``; 4: adds ``cost_nanos``."""
 
 TABLE = "llmchat_usage"
 VERSION_TABLE = "llmchat_usage_schema"
 
-COLUMNS: tuple[str, ...] = (*(f.name for f in fields(UsageEvent)), "day")
-"""The row's columns, in insert order: every event field, then the UTC day."""
+COLUMNS: tuple[str, ...] = (*(f.name for f in fields(UsageEvent)), "day", "cost_nanos")
+"""The row's columns, in insert order: every event field, then the UTC day and exact cost."""
 
 _TYPES = {
     "request_id": "TEXT NOT NULL",
@@ -64,6 +76,7 @@ _TYPES = {
     "reasoning_tokens": "BIGINT",
     "cost": "DOUBLE PRECISION",
     "day": "TEXT NOT NULL",
+    "cost_nanos": "BIGINT",
 }
 assert set(_TYPES) == set(COLUMNS), "every UsageEvent field needs a column type"
 
@@ -75,11 +88,16 @@ ADDED_COLUMNS: tuple[str, ...] = (
     "cache_write_tokens",
     "reasoning_tokens",
     "cost",
+    "cost_nanos",
 )
-"""The columns schema versions 1 and 2 lack, added to such a table when a store opens it.
+"""The columns schema versions 1 to 3 lack, added to such a table when a store opens it.
 
 Nullable all (a column added to rows that exist cannot be NOT NULL without a default)."""
 assert all("NOT NULL" not in _TYPES[name] for name in ADDED_COLUMNS)
+
+
+_COST_NANOS = "COALESCE(cost_nanos, CAST(ROUND(cost * 1000000000) AS BIGINT))"
+"""A row's exact cost: its nanos, or (a version 3 row) its float cost rounded to nanos."""
 
 
 def _row(event: UsageEvent) -> tuple[Any, ...]:
@@ -87,6 +105,7 @@ def _row(event: UsageEvent) -> tuple[Any, ...]:
     values["day"] = datetime.datetime.fromtimestamp(
         event.started_at, datetime.timezone.utc
     ).strftime("%Y-%m-%d")
+    values["cost_nanos"] = nanos_of(values["cost"])
     return tuple(values[name] for name in COLUMNS)
 
 
@@ -106,6 +125,9 @@ class SqlStore(Generic[Conn]):
     """The surrogate key's DDL (request ids are the client's and need not be unique)."""
     max_idle = 8
     """Idle connections kept for reuse; more are closed when given back."""
+    week_sql = ""
+    """The ISO week (``2026-W53``) of the row's ``day`` (``YYYY-MM-DD`` text) in the
+    subclass's SQL dialect (the databases share no ISO-week function)."""
 
     def __init__(self) -> None:
         self._idle: list[Conn] = []
@@ -215,6 +237,7 @@ class SqlStore(Generic[Conn]):
         if by not in GROUPINGS:
             raise InvalidArgumentError(f"by must be one of {', '.join(GROUPINGS)}, got {by!r}")
         low, high = time_bounds(since, until)
+        group = {"week": self.week_sql, "month": "SUBSTR(day, 1, 7)"}.get(by, by)
         where, params = [], []
         if low is not None:
             where.append(f"started_at >= {self.placeholder}")
@@ -223,10 +246,10 @@ class SqlStore(Generic[Conn]):
             where.append(f"started_at < {self.placeholder}")
             params.append(high)
         sql = (
-            f"SELECT {by}, COUNT(*), SUM(CASE WHEN ok THEN 1 ELSE 0 END), "
+            f"SELECT {group}, COUNT(*), SUM(CASE WHEN ok THEN 1 ELSE 0 END), "
             "SUM(input_tokens), SUM(output_tokens), SUM(content_bytes), SUM(duration_ms), "
-            "SUM(cached_tokens), SUM(cost) "
-            f"FROM {TABLE}{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {by}"
+            f"SUM(cached_tokens), SUM({_COST_NANOS}) "
+            f"FROM {TABLE}{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {group}"
         )
         with self.connection() as conn:
             rows = self._execute(conn, sql, params)
@@ -243,8 +266,8 @@ class SqlStore(Generic[Conn]):
 
 
 def _total(row: Sequence[Any]) -> Total:
-    key, requests, ok, input_tokens, output_tokens, content_bytes, duration, cached, cost = row
-    # int()/float(): PostgreSQL sums BIGINT as NUMERIC (a Decimal).
+    key, requests, ok, input_tokens, output_tokens, content_bytes, duration, cached, nanos = row
+    # int()/float(): PostgreSQL sums BIGINT as NUMERIC (a Decimal, exact: int() keeps it so).
     return Total(
         key=None if key is None else str(key),
         requests=int(requests),
@@ -255,5 +278,5 @@ def _total(row: Sequence[Any]) -> Total:
         content_bytes=int(content_bytes or 0),
         duration_ms=round(float(duration or 0.0), 3),
         cached_tokens=int(cached or 0),
-        cost=None if cost is None else float(cost),
+        cost_nanos=None if nanos is None else int(nanos),
     )

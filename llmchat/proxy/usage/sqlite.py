@@ -29,6 +29,14 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
     connections (what `llmchat usage --log` aggregates in).
     """
 
+    # Any SQLite (``%G``/``%V`` came only in 3.46): the ISO week is the week of
+    # the day's Thursday, and "-3 days, weekday 4" is that Thursday (Monday
+    # +3 ... Sunday -3); its year is the ISO year, its day of the year / 7 the week.
+    week_sql = (
+        "strftime('%Y', day, '-3 days', 'weekday 4') || '-W' || printf('%02d', "
+        "(CAST(strftime('%j', day, '-3 days', 'weekday 4') AS INTEGER) - 1) / 7 + 1)"
+    )
+
     def __init__(self, path: str | os.PathLike[str], *, field: str = "usage_db") -> None:
         if isinstance(path, os.PathLike):
             path = os.fspath(path)

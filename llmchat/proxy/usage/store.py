@@ -1,5 +1,8 @@
 """What a usage store is: the `UsageStore` protocol, the `Total` it sums to, and its day bounds.
 
+Costs are summed exactly, as integer nano-units (`money`): `Total.cost_nanos`,
+and `Total.cost` is that sum as a Decimal.
+
 No SQL and no driver here: `sql.SqlStore` is the shared implementation,
 `backend.open_store` picks one.
 """
@@ -7,25 +10,33 @@ No SQL and no driver here: `sql.SqlStore` is the shared implementation,
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from typing import Any, Protocol
 
 from ...errors import InvalidArgumentError
 from .event import UsageEvent
+from .money import decimal_of, text_of
 
-__all__ = ["GROUPINGS", "Total", "UsageStore", "time_bounds"]
+__all__ = ["GROUPINGS", "Total", "UsageStore", "combined", "time_bounds"]
 
-GROUPINGS = ("model", "day", "key_id", "node", "alias")
-"""What `UsageStore.totals` can group by (``node`` and ``alias``: a routing proxy's)."""
+GROUPINGS = ("model", "day", "week", "month", "key_id", "node", "alias")
+"""What `UsageStore.totals` can group by (``node`` and ``alias``: a routing proxy's).
+
+``day``, ``week`` and ``month`` are the UTC day of the request's start
+(``2026-12-31``), its ISO 8601 week (``2026-W53``: weeks start on Monday, and
+a week belongs to the year of its Thursday, so 2027-01-01 is in 2026-W53) and
+its month (``2026-12``)."""
 
 
 @dataclass(frozen=True)
 class Total:
-    """The sums over one group's rows (one model, day, key id, node or alias)."""
+    """The sums over one group's rows (one model, day, week, month, key id, node or alias)."""
 
     key: str | None
-    """The model, the UTC day (``YYYY-MM-DD``), the key id, the node or the alias;
-    None for rows without one."""
+    """The model, the UTC day (``YYYY-MM-DD``), ISO week (``YYYY-Www``) or month
+    (``YYYY-MM``), the key id, the node or the alias; None for rows without one."""
     requests: int
     ok: int
     failed: int
@@ -36,11 +47,47 @@ class Total:
     duration_ms: float
     cached_tokens: int = 0
     """Of `input_tokens`, served from the upstream's prompt cache (rows that said; else 0)."""
-    cost: float | None = None
-    """Sum of the priced rows' `UsageEvent.cost`; None when no row had a price."""
+    cost_nanos: int | None = None
+    """The priced rows' costs summed exactly, in nano-units (1e-9) of the prices'
+    currency; None when no row had a price. A row an older llmchat stored with only
+    its float cost counts as that cost rounded to 1e-9 (`money.nanos_of`)."""
+
+    @property
+    def cost(self) -> Decimal | None:
+        """`cost_nanos` as an exact Decimal of units (nine places); None when unpriced."""
+        return None if self.cost_nanos is None else decimal_of(self.cost_nanos)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSON form: the fields, with ``cost`` the exact decimal text (``"1.250000000"``).
+
+        Text, not a JSON number: most JSON readers (JavaScript, jq before 1.7,
+        Python's default) read a number as a binary float, which would round
+        the exact sum again; ``Decimal(text)`` reads it back exactly.
+        """
+        out = asdict(self)
+        out["cost"] = text_of(out.pop("cost_nanos"))
+        return out
+
+
+def combined(totals: Sequence[Total], key: str | None = None) -> Total:
+    """One `Total` summing `totals` (exact in every count and in cost), named `key`.
+
+    Every row is in exactly one group of any grouping, so the groups of one
+    `UsageStore.totals` call combine to the whole.
+    """
+    costs = [t.cost_nanos for t in totals if t.cost_nanos is not None]
+    return Total(
+        key=key,
+        requests=sum(t.requests for t in totals),
+        ok=sum(t.ok for t in totals),
+        failed=sum(t.failed for t in totals),
+        input_tokens=sum(t.input_tokens for t in totals),
+        output_tokens=sum(t.output_tokens for t in totals),
+        content_bytes=sum(t.content_bytes for t in totals),
+        duration_ms=round(sum(t.duration_ms for t in totals), 3),
+        cached_tokens=sum(t.cached_tokens for t in totals),
+        cost_nanos=sum(costs) if costs else None,
+    )
 
 
 class UsageStore(Protocol):

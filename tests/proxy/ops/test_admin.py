@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,12 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.proxy.routing.config import Tier
 from llmchat.proxy.routing.upstream import RoutedUpstream
+from llmchat.proxy.usage.backend import open_store
 from llmchat.testing import ChatResponder, ScriptedServer
 
 from ...support.proxy import running_proxy
 from ..routing.nodes_support import config, node_config, nodes, routed_proxy
+from ..usage.support import exact_sums, priced_events
 
 ADMIN = "admin-secret-0123456789"
 CLIENT = "client-secret-0123456789"
@@ -78,3 +81,31 @@ def test_routed_nodes_and_config() -> None:
             assert body["routed"] is True
             assert [n["name"] for n in body["config"]["nodes"]] == ["a"]
             assert "coder" in body["config"]["models"]
+
+
+def test_usage_totals_are_the_exact_decimal_sums(tmp_path: Path) -> None:
+    events = priced_events(300)
+    db = str(tmp_path / "usage.db")
+    store = open_store(db)
+    for item in events:
+        store.record(item)
+    store.close()
+    with ScriptedServer(ChatResponder()) as upstream_url:
+        with running_proxy(OpenAICommon(upstream_url), admin_key=ADMIN, usage_db=db) as url:
+            by_key = _get(url, "/admin/usage?by=key_id", ADMIN).json()
+            by_month = _get(
+                url, "/admin/usage?by=month&since=2026-12-01&until=2026-12-31", ADMIN
+            ).json()
+            bad = _get(url, "/admin/usage?by=fortnight", ADMIN)
+    # Decimal text, exact: a JSON number would be read back as a binary float.
+    costs = {t["key"]: t["cost"] for t in by_key["totals"]}
+    assert all(isinstance(cost, str) for cost in costs.values())
+    assert {k: Decimal(v) for k, v in costs.items()} == exact_sums(events, lambda e: e.key_id)
+    whole = exact_sums(events, lambda e: "all")["all"]
+    assert Decimal(by_key["total"]["cost"]) == whole
+    assert by_key["total"]["requests"] >= len(events)  # and the admin requests themselves
+    december = [e for e in events if e.started_at < 1798761600.0]  # 2027-01-01T00:00Z
+    assert [(t["key"], Decimal(t["cost"])) for t in by_month["totals"]] == [
+        ("2026-12", exact_sums(december, lambda e: "m")["m"])
+    ]
+    assert bad.status_code == 400 and "by must be one of" in bad.text

@@ -1,16 +1,18 @@
-"""The routing columns (node, tier, alias) and cached prompt tokens in the SQL stores.
+"""The routing columns (node, tier, alias), cached prompt tokens and exact costs in the SQL stores.
 
 Each case runs on a fresh SQLite file and a fresh database of the real
 PostgreSQL the suite uses. A table schema version 1 made (the previous
 llmchat's, its DDL written out here as it was) gets the new columns when a
 store opens it: once, keeping its rows, also when several processes open it
-at the same moment.
+at the same moment. A version 3 table (costs as floats only) gets ``cost_nanos``,
+and its rows' costs still sum, exactly, to their decimal values.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -65,20 +67,27 @@ def _raw(target: str, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list
     return rows
 
 
-def _make_version_1(target: str) -> None:
-    """The tables llmchat's schema version 1 made, with one row it recorded."""
+def _old_tables(target: str, version: int, columns: str) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements an older llmchat ran to make its tables with `columns`, at `version`."""
     surrogate = (
         "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
         if target.startswith("postgresql://")
         else "id INTEGER PRIMARY KEY"
     )
+    return [
+        (f"CREATE TABLE {VERSION_TABLE} (version INTEGER NOT NULL)", ()),
+        (f"CREATE TABLE {TABLE} ({surrogate}, {columns})", ()),
+        (f"CREATE INDEX {TABLE}_started_at ON {TABLE} (started_at)", ()),
+        (f"INSERT INTO {VERSION_TABLE} (version) VALUES ({version})", ()),
+    ]
+
+
+def _make_version_1(target: str) -> None:
+    """The tables llmchat's schema version 1 made, with one row it recorded."""
     _raw(
         target,
         [
-            (f"CREATE TABLE {VERSION_TABLE} (version INTEGER NOT NULL)", ()),
-            (f"CREATE TABLE {TABLE} ({surrogate}, {_V1_COLUMNS})", ()),
-            (f"CREATE INDEX {TABLE}_started_at ON {TABLE} (started_at)", ()),
-            (f"INSERT INTO {VERSION_TABLE} (version) VALUES (1)", ()),
+            *_old_tables(target, 1, _V1_COLUMNS),
             (
                 f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, "
                 "duration_ms, input_tokens, output_tokens, content_bytes, started_at, day) "
@@ -88,6 +97,62 @@ def _make_version_1(target: str) -> None:
             ),
         ],
     )
+
+
+_V3_ADDED = (
+    "node TEXT, tier INTEGER, alias TEXT, cached_tokens BIGINT, cache_write_tokens BIGINT, "
+    "reasoning_tokens BIGINT, cost DOUBLE PRECISION"
+)
+"""What schema versions 2 and 3 added to version 1's columns (cost a float, no cost_nanos)."""
+
+_V3_INSERT = (
+    f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, duration_ms, "
+    "input_tokens, output_tokens, content_bytes, started_at, day, key_id, cost) "
+    "VALUES (?, 'ollama', '/api/chat', 'm', ?, 200, ?, 1.0, 7, 3, 0, 1780000000.0, "
+    "'2026-05-28', 'key_old', ?)"
+)
+
+
+def _make_version_3(target: str) -> None:
+    """The tables llmchat's schema version 3 made, with rows it recorded (float costs)."""
+    _raw(
+        target,
+        [
+            *_old_tables(target, 3, f"{_V1_COLUMNS}, {_V3_ADDED}"),
+            # A float sum's artefact and a small cost: each is its decimal to 1e-9.
+            (_V3_INSERT, ("old1", False, True, 0.1 + 0.2)),
+            (_V3_INSERT, ("old2", False, True, 7.5e-05)),
+            (_V3_INSERT, ("old3", False, True, None)),
+        ],
+    )
+
+
+def test_a_version_3_table_gets_cost_nanos_and_its_float_costs_sum_exactly(target: str) -> None:
+    _make_version_3(target)
+    store = open_store(target)
+    try:
+        assert store.schema_version() == SCHEMA_VERSION == 4
+        store.record(event("new", model="m", key_id="key_old", cost=0.000125, input_tokens=1))
+        # A version 3 writer still running (it checked the version when it opened): no nanos.
+        _raw(target, [(_V3_INSERT, ("old4", False, True, 1.1))])
+        [total] = store.totals("key_id")
+        assert total.requests == 5
+        assert total.cost == Decimal("0.3") + Decimal("0.000075") + Decimal("0.000125") + Decimal(
+            "1.1"
+        )
+        assert total.as_dict()["cost"] == "1.400200000"
+        with store.connection() as conn:
+            rows = store._execute(conn, f"SELECT request_id, cost_nanos FROM {TABLE}")
+        assert sorted(tuple(r) for r in rows) == [
+            ("new", 125_000),
+            ("old1", None),  # not rewritten: summed from its float
+            ("old2", None),
+            ("old3", None),
+            ("old4", None),
+        ]
+    finally:
+        store.close()
+    assert _versions(target) == [3, SCHEMA_VERSION]
 
 
 def _versions(target: str) -> list[int]:
