@@ -71,6 +71,12 @@ class UsageEvent:
     cost: float | None = None
     """What the request cost by the config's `prices` (per million tokens, in the
     prices' currency); None when no price names its model or no tokens were counted."""
+    ttfb_ms: float | None = None
+    """From the request's arrival to the first byte of the answer's body handed to the
+    server (a stream's first piece, a blocking answer's body); None: no body was sent."""
+    wait_ms: float | None = None
+    """How long routing waited for a slot on a node (every attempt's wait, summed; a
+    request refused as busy waited too); None without routing or before it routed."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as every sink gets them, each within its `fields` rule."""

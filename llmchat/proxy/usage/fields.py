@@ -102,6 +102,8 @@ RULES: Final[Mapping[str, _Rule]] = {
     "cache_write_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
     "reasoning_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
     "cost": _Rule(float, nullable=True, limit=1e12),
+    "ttfb_ms": _Rule(float, nullable=True, limit=1e12),
+    "wait_ms": _Rule(float, nullable=True, limit=1e12),
 }
 """One rule per `UsageEvent` field (`event` checks the two lists agree)."""
 

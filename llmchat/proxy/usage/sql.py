@@ -29,11 +29,12 @@ from .store import GROUPINGS, Total, time_bounds
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "TABLE", "VERSION_TABLE", "SqlStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped when a column changes; a store refuses a database with a newer version.
 
 1: the request's fields; 2: adds ``node``, ``tier``, ``alias`` and ``cached_tokens``;
-3: adds ``cache_write_tokens``, ``reasoning_tokens`` and ``cost``."""
+3: adds ``cache_write_tokens``, ``reasoning_tokens`` and ``cost``;
+4: adds ``ttfb_ms`` and ``wait_ms``."""
 
 TABLE = "llmchat_usage"
 VERSION_TABLE = "llmchat_usage_schema"
@@ -63,6 +64,8 @@ _TYPES = {
     "cache_write_tokens": "BIGINT",
     "reasoning_tokens": "BIGINT",
     "cost": "DOUBLE PRECISION",
+    "ttfb_ms": "DOUBLE PRECISION",
+    "wait_ms": "DOUBLE PRECISION",
     "day": "TEXT NOT NULL",
 }
 assert set(_TYPES) == set(COLUMNS), "every UsageEvent field needs a column type"
@@ -75,8 +78,10 @@ ADDED_COLUMNS: tuple[str, ...] = (
     "cache_write_tokens",
     "reasoning_tokens",
     "cost",
+    "ttfb_ms",
+    "wait_ms",
 )
-"""The columns schema versions 1 and 2 lack, added to such a table when a store opens it.
+"""The columns schema versions 1 to 3 lack, added to such a table when a store opens it.
 
 Nullable all (a column added to rows that exist cannot be NOT NULL without a default)."""
 assert all("NOT NULL" not in _TYPES[name] for name in ADDED_COLUMNS)

@@ -2,7 +2,7 @@
 
 Each case runs on a fresh SQLite file and a fresh database of the real
 PostgreSQL the suite uses. A table schema version 1 made (the previous
-llmchat's, its DDL written out here as it was) gets the new columns when a
+llmchat's, its DDL written out as it was in `V1_COLUMNS`) gets the new columns when a
 store opens it: once, keeping its rows, also when several processes open it
 at the same moment.
 """
@@ -10,7 +10,6 @@ at the same moment.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,18 +17,15 @@ import pytest
 from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
 from llmchat.proxy.usage.backend import open_store
-from llmchat.proxy.usage.sql import ADDED_COLUMNS, COLUMNS, SCHEMA_VERSION, TABLE, VERSION_TABLE
+from llmchat.proxy.usage.sql import ADDED_COLUMNS, COLUMNS, SCHEMA_VERSION, TABLE
 
-from ...support.usage import event, race_processes
-
-_V1_COLUMNS = (
-    "request_id TEXT NOT NULL, face TEXT NOT NULL, route TEXT NOT NULL, model TEXT, "
-    "stream BOOLEAN NOT NULL, status INTEGER NOT NULL, ok BOOLEAN NOT NULL, "
-    "duration_ms DOUBLE PRECISION NOT NULL, input_tokens BIGINT, output_tokens BIGINT, "
-    "content_bytes BIGINT NOT NULL, error_type TEXT, started_at DOUBLE PRECISION NOT NULL, "
-    "key_id TEXT, day TEXT NOT NULL"
+from ...support.usage import (
+    V1_COLUMNS,
+    event,
+    make_old_schema,
+    race_processes,
+    schema_versions,
 )
-"""Schema version 1's columns, as llmchat before the routing columns created them."""
 
 ROUTED = [
     event("r1", model="coder", node="gpu-a", tier=0, alias="coder", input_tokens=100,
@@ -42,56 +38,20 @@ ROUTED = [
 ]  # fmt: skip
 
 
-def _raw(target: str, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-    """Run `statements` on `target` with the driver alone (no store), in one transaction."""
-    rows: list[Any] = []
-    if target.startswith("postgresql://"):
-        import psycopg
-
-        with psycopg.connect(target) as conn:  # commits on leaving
-            for sql, params in statements:
-                cursor = conn.execute(sql.replace("?", "%s"), params)
-                rows = cursor.fetchall() if cursor.description is not None else []
-        return rows
-    import sqlite3
-
-    conn = sqlite3.connect(target)
-    try:
-        with conn:
-            for sql, params in statements:
-                rows = conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-    return rows
-
-
 def _make_version_1(target: str) -> None:
     """The tables llmchat's schema version 1 made, with one row it recorded."""
-    surrogate = (
-        "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
-        if target.startswith("postgresql://")
-        else "id INTEGER PRIMARY KEY"
-    )
-    _raw(
+    make_old_schema(
         target,
-        [
-            (f"CREATE TABLE {VERSION_TABLE} (version INTEGER NOT NULL)", ()),
-            (f"CREATE TABLE {TABLE} ({surrogate}, {_V1_COLUMNS})", ()),
-            (f"CREATE INDEX {TABLE}_started_at ON {TABLE} (started_at)", ()),
-            (f"INSERT INTO {VERSION_TABLE} (version) VALUES (1)", ()),
-            (
-                f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, "
-                "duration_ms, input_tokens, output_tokens, content_bytes, started_at, day) "
-                "VALUES ('old', 'ollama', '/api/chat', 'm', ?, 200, ?, 1.0, 7, 3, 0, "
-                "1780000000.0, '2026-05-28')",
-                (False, True),
-            ),
-        ],
+        V1_COLUMNS,
+        [1],
+        (
+            f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, "
+            "duration_ms, input_tokens, output_tokens, content_bytes, started_at, day) "
+            "VALUES ('old', 'ollama', '/api/chat', 'm', ?, 200, ?, 1.0, 7, 3, 0, "
+            "1780000000.0, '2026-05-28')",
+            (False, True),
+        ),
     )
-
-
-def _versions(target: str) -> list[int]:
-    return sorted(int(r[0]) for r in _raw(target, [(f"SELECT version FROM {VERSION_TABLE}", ())]))
 
 
 def test_the_routing_fields_and_cached_tokens_are_columns(target: str) -> None:
@@ -141,7 +101,7 @@ def test_a_version_1_table_gets_the_new_columns_and_keeps_its_rows(target: str) 
         store.close()
     again = open_store(target)  # idempotent: nothing left to add, the version recorded once
     again.close()
-    assert _versions(target) == [1, SCHEMA_VERSION]
+    assert schema_versions(target) == [1, SCHEMA_VERSION]
 
 
 _OPENER = """
@@ -162,7 +122,7 @@ def test_concurrent_openers_upgrade_a_version_1_table_once(target: str) -> None:
     _make_version_1(target)
     openers = 4
     race_processes(_OPENER, [[target, f"p{n}"] for n in range(openers)])
-    assert _versions(target) == [1, SCHEMA_VERSION]
+    assert schema_versions(target) == [1, SCHEMA_VERSION]
     store = open_store(target)
     try:
         totals = store.totals("node")
