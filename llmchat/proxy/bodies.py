@@ -3,11 +3,13 @@
 WSGI servers call an iterable's `close()` however the response ended — it
 finished, or a write to a client that hung up failed — so that is where the
 upstream is cancelled if still live and the request's usage event is
-recorded, exactly once.
+recorded, exactly once. The first piece's time, when the server starts
+iterating, is the request's time to first byte (`ClientExchange.first_byte`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +43,21 @@ class AccountedBody:
         self._completed = False
         """Set when the iteration wrote its last byte; unset, the client went away first."""
         self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        # The first non-empty piece is pulled here, as the server starts iterating, and
+        # its time is the request's time to first byte; the rest pass through a C
+        # iterator, so measuring costs nothing per streamed delta.
+        chunks = self._pieces()
+        for data in chunks:
+            if data:
+                self._exchange.first_byte()
+                return itertools.chain((data,), chunks)
+        return chunks
+
+    def _pieces(self) -> Iterator[bytes]:
+        """The body's pieces, as the server is to write them."""
+        raise NotImplementedError
 
     def close(self) -> None:
         if self._closed:
@@ -86,7 +103,7 @@ class StreamBody(AccountedBody):
         self._first = first
         self._chunks = chunks
 
-    def __iter__(self) -> Iterator[bytes]:
+    def _pieces(self) -> Iterator[bytes]:
         translator, response = self._translator, self._response
         head = translator.start()
         if head:

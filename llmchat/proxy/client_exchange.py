@@ -130,13 +130,26 @@ class ClientExchange:
             headers.append(("x-should-retry", "false"))
         self.start_response(f"{status} {_REASONS.get(status, 'Status')}", headers)
 
-    def routed(self, node: str | None, tier: int | None, alias: str | None) -> None:
+    def routed(
+        self,
+        node: str | None,
+        tier: int | None,
+        alias: str | None,
+        wait_ms: float | None = None,
+    ) -> None:
         """Where a routing upstream sent the request: the ``x-llmchat-node`` header (a
-        `node`; None leaves `PROXY_NODE`) and the usage event's node, tier and alias."""
+        `node`; None leaves `PROXY_NODE`) and the usage event's node, tier and alias,
+        and how long it waited for a slot (`wait_ms`)."""
         if node is not None:
             self.node = node
         event = self.event
-        event.node, event.tier, event.alias = node, tier, alias
+        event.node, event.tier, event.alias, event.wait_ms = node, tier, alias, wait_ms
+
+    def first_byte(self) -> None:
+        """The answer's body starts now: the event's time to first byte, set once."""
+        event = self.event
+        if event.ttfb_ms is None:
+            event.ttfb_ms = round((time.monotonic() - self.started) * 1000, 3)
 
     # -- the per-request helpers -------------------------------------------
 
@@ -160,15 +173,31 @@ class ClientExchange:
     def json(self, status: int, obj: Any, extra: Iterable[tuple[str, str]] = ()) -> list[bytes]:
         """Answer `obj` as JSON with `status` (credentials scrubbed out), and record the event."""
         data = client_json(obj, self.redactor())  # the length is the cleaned body's
-        self.begin(status, "application/json", [("Content-Length", str(len(data))), *extra])
-        self.record()
-        return [data]
+        return self.whole(status, "application/json", data, extra)
 
     def text(self, status: int, data: bytes, content_type: str = "text/plain") -> list[bytes]:
         """Answer `data` as is (none for a HEAD request), and record the event."""
-        self.begin(status, content_type, [("Content-Length", str(len(data)))])
+        return self.whole(status, content_type, data)
+
+    def whole(
+        self,
+        status: int,
+        content_type: str,
+        data: bytes,
+        extra: Iterable[tuple[str, str]] = (),
+    ) -> list[bytes]:
+        """Answer the whole body `data` (none for a HEAD request), and record the event.
+
+        The body is handed to the server as this returns: its first byte's time
+        is now (`first_byte`), before the event is recorded.
+        """
+        self.begin(status, content_type, [("Content-Length", str(len(data))), *extra])
+        if not data or self.environ.get("REQUEST_METHOD") == "HEAD":
+            self.record()
+            return []
+        self.first_byte()
         self.record()
-        return [data] if data and self.environ.get("REQUEST_METHOD") != "HEAD" else []
+        return [data]
 
     def error(
         self,

@@ -139,7 +139,7 @@ class Completions:
             watch.stop()
             raise
         finally:
-            exchange.routed(call.node, call.tier, call.alias)
+            exchange.routed(call.node, call.tier, call.alias, call.wait_ms)
         if isinstance(started, Failure):
             watch.stop()
             return self.upstream_error(exchange, started, watch)
@@ -187,9 +187,7 @@ class Completions:
             log.warning("the upstream's answer could not be written (%s)", type(exc).__name__)
             failure = Failure(502, client_message("response", None), "response")
             return exchange.error(502, failure.message, "response", failure=failure)
-        exchange.begin(200, "application/json", [("Content-Length", str(len(data)))])
-        exchange.record()
-        return [data]
+        return exchange.whole(200, "application/json", data)
 
     @staticmethod
     def _client_gone(exchange: ClientExchange, response: Response) -> list[bytes]:

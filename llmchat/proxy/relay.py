@@ -100,6 +100,8 @@ class Relay:
         """The routed node relayed to, its tier and the alias (`routing`); None: not routed."""
         self.tier: int | None = None
         self.alias: str | None = None
+        self.wait_ms: float | None = None
+        """How long routing waited for a slot (`routing.attempts`); None: not routed."""
         self.timeouts: Timeouts | None = None
         """The backend's timeouts (`open_relay`): its `headers` timeout also bounds every
         silence in the body (the transport's read timeout), and names it in the error."""

@@ -80,6 +80,8 @@ class Call:
         self.node: str | None = None
         self.tier: int | None = None
         self.alias: str | None = None
+        self.wait_ms: float | None = None
+        """How long routing waited for a slot (`routing.attempts`); None: not routed."""
         self.request_id: str | None = None
         """The client exchange's ``x-request-id``, sent upstream (`start`)."""
 

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,15 @@ from . import pg_cluster
 from .paths import REPO_ROOT
 
 KINDS = ["sqlite", "postgres"]
+
+V1_COLUMNS = (
+    "request_id TEXT NOT NULL, face TEXT NOT NULL, route TEXT NOT NULL, model TEXT, "
+    "stream BOOLEAN NOT NULL, status INTEGER NOT NULL, ok BOOLEAN NOT NULL, "
+    "duration_ms DOUBLE PRECISION NOT NULL, input_tokens BIGINT, output_tokens BIGINT, "
+    "content_bytes BIGINT NOT NULL, error_type TEXT, started_at DOUBLE PRECISION NOT NULL, "
+    "key_id TEXT, day TEXT NOT NULL"
+)
+"""Schema version 1's columns, as llmchat before the routing columns created them."""
 
 
 @functools.cache
@@ -125,3 +135,55 @@ def race_processes(script: str, argvs: list[list[str]]) -> None:
     for process in processes:
         out, err = process.communicate(timeout=120)
         assert (process.returncode, out.strip()) == (0, "done"), err
+
+
+def make_old_schema(
+    target: str, columns: str, versions: Sequence[int], row: tuple[str, tuple[Any, ...]]
+) -> None:
+    """The tables an older llmchat made on `target`: its `columns` (DDL), the schema
+    `versions` it recorded, and one `row` it inserted (SQL and parameters)."""
+    surrogate = (
+        "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+        if target.startswith("postgresql://")
+        else "id INTEGER PRIMARY KEY"
+    )
+    raw_sql(
+        target,
+        [
+            (f"CREATE TABLE {VERSION_TABLE} (version INTEGER NOT NULL)", ()),
+            (f"CREATE TABLE {TABLE} ({surrogate}, {columns})", ()),
+            (f"CREATE INDEX {TABLE}_started_at ON {TABLE} (started_at)", ()),
+            *((f"INSERT INTO {VERSION_TABLE} (version) VALUES (?)", (v,)) for v in versions),
+            row,
+        ],
+    )
+
+
+def raw_sql(target: str, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    """Run `statements` on `target` with the driver alone (no store), in one transaction;
+    the last one's rows. ``?`` marks a parameter on both databases."""
+    rows: list[Any] = []
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target) as conn:  # commits on leaving
+            for sql, params in statements:
+                cursor = conn.execute(sql.replace("?", "%s"), params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+        return rows
+    import sqlite3
+
+    conn = sqlite3.connect(target)
+    try:
+        with conn:
+            for sql, params in statements:
+                rows = conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+    return rows
+
+
+def schema_versions(target: str) -> list[int]:
+    """Every schema version the database recorded, in order (the history of upgrades)."""
+    rows = raw_sql(target, [(f"SELECT version FROM {VERSION_TABLE}", ())])
+    return sorted(int(r[0]) for r in rows)

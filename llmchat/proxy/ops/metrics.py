@@ -3,7 +3,9 @@
 Counting comes from the usage events (`UsageLog.listeners`): one event per
 request when it ends, so nothing is done per streamed delta. Label values are
 bounded: the key's name (never the key), the configured alias (a model name a
-client invents is "other"), the node, the face and the status class. Node
+client invents is "other"), the node, the face and the status class. Time to
+first byte and the wait for an admitted slot come from the event's ``ttfb_ms``
+and ``wait_ms``; routing's 429s and budget refusals are counted apart too. Node
 gauges (in-flight, health) are read at scrape time from the routed upstream.
 Without `prometheus-client` installed the route answers a 503 naming the
 ``metrics`` extra. Under gunicorn with ``PROMETHEUS_MULTIPROC_DIR`` set, the
@@ -13,7 +15,6 @@ scrape merges every worker's files (prometheus-client's multi-process mode).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +33,13 @@ _TOKEN_KINDS = (
     ("reasoning", "reasoning_tokens"),
 )
 _LABELS = ("key", "alias", "node", "face")
+_WAIT_LABELS = ("alias", "node", "face")
+# A wait is usually none at all, else up to the tier's wait_ms (2 s by default).
+_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_ADMISSION_REFUSAL = "overloaded"
+"""The error class of routing's 429 (`routing.attempts.refusal`)."""
+_BUDGET_REFUSAL = "budget"
+"""The error class of a key over its budget (`budget_refusal.over_budget`)."""
 
 
 def _status_class(status: int) -> str:
@@ -57,6 +65,32 @@ class ProxyMetrics:
             "Time from the request to the answer's end",
             _LABELS,
             buckets=_BUCKETS,
+            registry=reg,
+        )
+        self.ttfb = pc.Histogram(
+            "llmchat_time_to_first_byte_seconds",
+            "Time from the request to the first byte of the answer's body",
+            _LABELS,
+            buckets=_BUCKETS,
+            registry=reg,
+        )
+        self.admission_wait = pc.Histogram(
+            "llmchat_admission_wait_seconds",
+            "Time a routed request waited for a slot on a node (refused ones too)",
+            _WAIT_LABELS,
+            buckets=_WAIT_BUCKETS,
+            registry=reg,
+        )
+        self.admission_refusals = pc.Counter(
+            "llmchat_admission_refusals",
+            "Routed requests refused with a 429: every node busy past the wait",
+            ("alias", "face"),
+            registry=reg,
+        )
+        self.budget_refusals = pc.Counter(
+            "llmchat_budget_refusals",
+            "Requests refused with a 429 because their key was over its budget",
+            ("key",),
             registry=reg,
         )
         self.tokens = pc.Counter(
@@ -89,6 +123,12 @@ class ProxyMetrics:
         )
         self.requests.labels(*labels, _status_class(event.status)).inc()
         self.duration.labels(*labels).observe(event.duration_ms / 1000.0)
+        if event.ttfb_ms is not None:
+            self.ttfb.labels(*labels).observe(event.ttfb_ms / 1000.0)
+        if event.wait_ms is not None:
+            self.admission_wait.labels(labels[1], labels[2], labels[3]).observe(
+                event.wait_ms / 1000.0
+            )
         for kind, name in _TOKEN_KINDS:
             count = getattr(event, name, None)
             if count:
@@ -99,6 +139,10 @@ class ProxyMetrics:
             self.aborts.labels(*labels).inc()
         elif event.error_type is not None:
             self.failures.labels(*labels, event.error_type[:40]).inc()
+            if event.error_type == _ADMISSION_REFUSAL:
+                self.admission_refusals.labels(labels[1], labels[3]).inc()
+            elif event.error_type == _BUDGET_REFUSAL:
+                self.budget_refusals.labels(labels[0]).inc()
 
     def scrape(self) -> tuple[bytes, str]:
         """The exposition text and its content type (every worker's, in multi-process mode)."""
@@ -111,14 +155,6 @@ class ProxyMetrics:
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             registry.register(_NodeCollector(self._app))
         return pc.generate_latest(registry), pc.CONTENT_TYPE_LATEST
-
-
-def _healthy(node: Any) -> bool:
-    # Read-only (`NodeState.eligible` clears a lapsed ejection; a scrape changes nothing).
-    if node.key_missing or node.loading:
-        return False
-    until = node.ejected_until
-    return until is None or time.monotonic() >= until
 
 
 class _NodeCollector:
@@ -141,7 +177,7 @@ class _NodeCollector:
         nodes = getattr(self._app.upstream, "nodes", None) or {}
         for name, node in dict(nodes).items():
             inflight.add_metric([name], float(node.inflight))
-            health.add_metric([name], 1.0 if _healthy(node) else 0.0)
+            health.add_metric([name], 1.0 if node.can_serve() else 0.0)
         yield inflight
         yield health
 

@@ -7,15 +7,18 @@ either ends the request (its outcome, whatever it is) or moves on with
 what the client gets if no other node admits the request), or it cannot
 serve this kind of request at all (passed over without a failure). When no
 node admits the request any more, the client gets `refusal`: 429 when every
-eligible node was busy, else the last node's failure, else 503.
+eligible node was busy, else the last node's failure, else 503. The time spent
+waiting for slots, every attempt's summed, goes on the request's `Waited`
+(its ``wait_ms``, for the usage event), a refused request's too.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..failures import CANCELLED, Failure
 from .admission import Busy, Slot
@@ -24,9 +27,15 @@ from .table import Route
 if TYPE_CHECKING:
     from .upstream import RoutedUpstream, Tables
 
-__all__ = ["Next", "over_route", "refusal"]
+__all__ = ["Next", "Waited", "over_route", "refusal"]
 
 T = TypeVar("T")
+
+
+class Waited(Protocol):
+    """What carries a routed request's wait for slots (`Call`, `Relay`)."""
+
+    wait_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -48,17 +57,24 @@ def over_route(
     key: int | None,
     cancelled: Callable[[], bool],
     attempt: Callable[[Slot], T | Next],
+    waited: Waited,
 ) -> T | Failure:
     """`attempt` on each node `route` admits, in turn, until one does not return `Next`.
 
     That attempt's outcome is the request's; with no node left, `refusal`.
     `key` is the affinity key (None: no affinity); `cancelled` is checked at
-    every wake-up of the wait for a slot.
+    every wake-up of the wait for a slot. `waited.wait_ms` is the time spent in
+    admission so far, set before each attempt (real time: the router's clock
+    may be a test's).
     """
     failed: set[str] = set()
     last: Failure | None = None
+    spent = 0.0
     while True:
+        began = time.monotonic()
         got = router.admit(tables, route, key, failed, cancelled)
+        spent += time.monotonic() - began
+        waited.wait_ms = round(spent * 1000, 3)
         if isinstance(got, Busy):
             return refusal(got, last, tables.config.routing.wait_timeout_ms)
         outcome = attempt(got)

@@ -137,6 +137,14 @@ class NodeState:
             self.ejected_until, self.eject_reason = None, None
         return True
 
+    def can_serve(self) -> bool:
+        """`eligible` by the node's own clock, read-only: a lapsed ejection is not cleared
+        (for a reader outside routing, e.g. a metrics scrape, which must change nothing)."""
+        if self.key_missing or self.loading:
+            return False
+        until = self.ejected_until
+        return until is None or self._clock() >= until
+
     def has_room(self) -> bool:
         """Admission as this process sees it: a slot it does not hold. Under `lock`."""
         return self.inflight < self.max_conns

@@ -147,6 +147,6 @@ def relay_routed(
         router.on_failure(node, failure.error_class, failure.upstream_status)
         return Next(failure)
 
-    refused = over_route(router, tables, route, key, cancelled.is_set, attempt)
+    refused = over_route(router, tables, route, key, cancelled.is_set, attempt, relay)
     if refused is not None:
         relay.failure = refused

@@ -228,6 +228,7 @@ class RoutedUpstream:
             key,
             lambda: call.cancelled,
             lambda slot: self._try(slot, route, body, call),
+            call,
         )
 
     def _try(

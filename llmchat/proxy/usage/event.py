@@ -73,6 +73,12 @@ class UsageEvent:
     prices' currency); None when no price names its model or no tokens were counted.
     Computed in decimal and rounded once to 1e-9 (`usage.prices`); this float is that
     amount's nearest, and `money.nanos_of` gives the exact integer nanos back."""
+    ttfb_ms: float | None = None
+    """From the request's arrival to the first byte of the answer's body handed to the
+    server (a stream's first piece, a blocking answer's body); None: no body was sent."""
+    wait_ms: float | None = None
+    """How long routing waited for a slot on a node (every attempt's wait, summed; a
+    request refused as busy waited too); None without routing or before it routed."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as every sink gets them, each within its `fields` rule."""

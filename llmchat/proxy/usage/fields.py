@@ -103,6 +103,8 @@ RULES: Final[Mapping[str, _Rule]] = {
     "reasoning_tokens": _Rule(int, nullable=True, limit=MAX_COUNT),
     # 1e9 units: `money.MAX_NANOS`, so a cost's nanos fit a BIGINT.
     "cost": _Rule(float, nullable=True, limit=1e9),
+    "ttfb_ms": _Rule(float, nullable=True, limit=1e12),
+    "wait_ms": _Rule(float, nullable=True, limit=1e12),
 }
 """One rule per `UsageEvent` field (`event` checks the two lists agree)."""
 

@@ -45,7 +45,8 @@ SCHEMA_VERSION = 4
 """Bumped when a column changes; a store refuses a database with a newer version.
 
 1: the request's fields; 2: adds ``node``, ``tier``, ``alias`` and ``cached_tokens``;
-3: adds ``cache_write_tokens``, ``reasoning_tokens`` and ``cost``; 4: adds ``cost_nanos``."""
+3: adds ``cache_write_tokens``, ``reasoning_tokens`` and ``cost``; 4: adds ``cost_nanos``,
+``ttfb_ms`` and ``wait_ms``."""
 
 TABLE = "llmchat_usage"
 VERSION_TABLE = "llmchat_usage_schema"
@@ -75,6 +76,8 @@ _TYPES = {
     "cache_write_tokens": "BIGINT",
     "reasoning_tokens": "BIGINT",
     "cost": "DOUBLE PRECISION",
+    "ttfb_ms": "DOUBLE PRECISION",
+    "wait_ms": "DOUBLE PRECISION",
     "day": "TEXT NOT NULL",
     "cost_nanos": "BIGINT",
 }
@@ -89,6 +92,8 @@ ADDED_COLUMNS: tuple[str, ...] = (
     "reasoning_tokens",
     "cost",
     "cost_nanos",
+    "ttfb_ms",
+    "wait_ms",
 )
 """The columns schema versions 1 to 3 lack, added to such a table when a store opens it.
 

@@ -6,15 +6,13 @@ name, never a key); the admin key gates the route when one is set.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 import requests
 
 from llmchat import OpenAICommon
 from llmchat.testing import ChatResponder, ScriptedServer
 
+from ...support.metrics import Samples, scrape_until
 from ...support.proxy import running_proxy
 
 parser = pytest.importorskip("prometheus_client.parser", reason="needs the metrics extra")
@@ -23,33 +21,9 @@ CLIENT = "client-secret-0123456789"
 ADMIN = "admin-secret-0123456789"
 
 
-def _scrape(url: str, key: str | None = None) -> dict[str, list[tuple[dict[str, str], float]]]:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    answer = requests.get(url + "/metrics", headers=headers, timeout=10)
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["content-type"].startswith("text/plain")
-    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in parser.text_string_to_metric_families(answer.text):
-        for sample in family.samples:
-            samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return samples
-
-
-def _chats(samples: dict[str, list[tuple[dict[str, str], float]]]) -> float:
+def _chats(samples: Samples) -> float:
     rows = samples.get("llmchat_requests_total", [])
     return sum(value for labels, value in rows if labels["face"] != "proxy")
-
-
-def _scrape_until(
-    url: str, done: Callable[[dict[str, list[tuple[dict[str, str], float]]]], bool]
-) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Scrape until `done`: a request is counted when its answer closes, which may come
-    just after the client read it (each scrape is one more request, of the proxy's own)."""
-    deadline = time.monotonic() + 10
-    while True:
-        samples = _scrape(url)
-        if done(samples) or time.monotonic() > deadline:
-            return samples
 
 
 def _chat(url: str, model: str, key: str = CLIENT) -> None:
@@ -67,7 +41,7 @@ def test_requests_are_counted_with_bounded_labels_and_no_key() -> None:
         with running_proxy(OpenAICommon(upstream_url), api_key=CLIENT) as url:
             for _ in range(3):
                 _chat(url, "invented-model-xyz")
-            samples = _scrape_until(url, lambda s: _chats(s) >= 3)
+            samples = scrape_until(url, lambda s: _chats(s) >= 3)
             text = requests.get(url + "/metrics", timeout=10).text
     chats = [
         (labels, value)

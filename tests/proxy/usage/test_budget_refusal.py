@@ -3,54 +3,21 @@ node is chosen; and the event's cost filled from the config's prices."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import anthropic
 import openai
 import pytest
 
-from llmchat.cli.routed import apply_prices
-from llmchat.proxy import make_app, make_server
-from llmchat.proxy.routing import KeyPolicy, KeyRing
-from llmchat.proxy.routing.config import Budget, Price, Tier
-from llmchat.proxy.routing.reload import Loaded
-from llmchat.proxy.routing.upstream import RoutedUpstream
+from llmchat.proxy.routing.config import Budget
 
-from ...support.proxy import UsageSink
-from ..routing.nodes_support import chat, config, node_config, nodes, openai_client
+from ..routing.nodes_support import chat, nodes, openai_client
 from ..support import anthropic_client
-
-ENV = {"ALICE_KEY": "sk-alice-SECRET"}
-
-
-@contextlib.contextmanager
-def _proxy(node: Any, budget: Budget) -> Iterator[tuple[str, Any, UsageSink]]:
-    base = config([node_config(node)], {"m": [Tier("m", ("a",))]})
-    keys = (KeyPolicy("alice", "ALICE_KEY", budget=budget),)
-    cfg = replace(base, keys=keys, prices={"m": Price(input=1.0, output=2.0)})
-    routed = RoutedUpstream(cfg)
-    ring = KeyRing(list(keys), ENV)
-    sink = UsageSink()
-    app = make_app(routed, keys=ring, usage_log=sink)
-    apply_prices(app, Loaded(cfg, ring))
-    server = make_server(app, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.url, app, sink
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        routed.close()
+from .budget_proxy import budget_proxy
 
 
 def test_over_its_token_budget_a_key_gets_a_429_no_sdk_retries() -> None:
-    with nodes("a") as (a,), _proxy(a, Budget(tokens=1)) as (url, app, sink):
+    with nodes("a") as (a,), budget_proxy(a, Budget(tokens=1)) as (url, app, sink):
         client = openai.OpenAI(base_url=url + "/v1", api_key="sk-alice-SECRET", max_retries=3)
         assert chat(client, "m").headers["x-llmchat-node"] == "a"
         [served] = sink.wait(1)
@@ -78,7 +45,7 @@ def test_over_its_token_budget_a_key_gets_a_429_no_sdk_retries() -> None:
 
 
 def test_without_a_budget_nothing_changes() -> None:
-    with nodes("a") as (a,), _proxy(a, Budget(rpm=100)) as (url, _app, _sink):
+    with nodes("a") as (a,), budget_proxy(a, Budget(rpm=100)) as (url, _app, _sink):
         client = openai_client(url, "sk-alice-SECRET")
         for _ in range(3):
             chat(client, "m")

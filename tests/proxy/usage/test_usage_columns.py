@@ -2,7 +2,7 @@
 
 Each case runs on a fresh SQLite file and a fresh database of the real
 PostgreSQL the suite uses. A table schema version 1 made (the previous
-llmchat's, its DDL written out here as it was) gets the new columns when a
+llmchat's, its DDL written out as it was in `V1_COLUMNS`) gets the new columns when a
 store opens it: once, keeping its rows, also when several processes open it
 at the same moment. A version 3 table (costs as floats only) gets ``cost_nanos``,
 and its rows' costs still sum, exactly, to their decimal values.
@@ -11,7 +11,6 @@ and its rows' costs still sum, exactly, to their decimal values.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -20,18 +19,16 @@ import pytest
 from llmchat.cli import main
 from llmchat.proxy.usage import UsageLog
 from llmchat.proxy.usage.backend import open_store
-from llmchat.proxy.usage.sql import ADDED_COLUMNS, COLUMNS, SCHEMA_VERSION, TABLE, VERSION_TABLE
+from llmchat.proxy.usage.sql import ADDED_COLUMNS, COLUMNS, SCHEMA_VERSION, TABLE
 
-from ...support.usage import event, race_processes
-
-_V1_COLUMNS = (
-    "request_id TEXT NOT NULL, face TEXT NOT NULL, route TEXT NOT NULL, model TEXT, "
-    "stream BOOLEAN NOT NULL, status INTEGER NOT NULL, ok BOOLEAN NOT NULL, "
-    "duration_ms DOUBLE PRECISION NOT NULL, input_tokens BIGINT, output_tokens BIGINT, "
-    "content_bytes BIGINT NOT NULL, error_type TEXT, started_at DOUBLE PRECISION NOT NULL, "
-    "key_id TEXT, day TEXT NOT NULL"
+from ...support.usage import (
+    V1_COLUMNS,
+    event,
+    make_old_schema,
+    race_processes,
+    raw_sql,
+    schema_versions,
 )
-"""Schema version 1's columns, as llmchat before the routing columns created them."""
 
 ROUTED = [
     event("r1", model="coder", node="gpu-a", tier=0, alias="coder", input_tokens=100,
@@ -44,119 +41,20 @@ ROUTED = [
 ]  # fmt: skip
 
 
-def _raw(target: str, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-    """Run `statements` on `target` with the driver alone (no store), in one transaction."""
-    rows: list[Any] = []
-    if target.startswith("postgresql://"):
-        import psycopg
-
-        with psycopg.connect(target) as conn:  # commits on leaving
-            for sql, params in statements:
-                cursor = conn.execute(sql.replace("?", "%s"), params)
-                rows = cursor.fetchall() if cursor.description is not None else []
-        return rows
-    import sqlite3
-
-    conn = sqlite3.connect(target)
-    try:
-        with conn:
-            for sql, params in statements:
-                rows = conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-    return rows
-
-
-def _old_tables(target: str, version: int, columns: str) -> list[tuple[str, tuple[Any, ...]]]:
-    """The statements an older llmchat ran to make its tables with `columns`, at `version`."""
-    surrogate = (
-        "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
-        if target.startswith("postgresql://")
-        else "id INTEGER PRIMARY KEY"
-    )
-    return [
-        (f"CREATE TABLE {VERSION_TABLE} (version INTEGER NOT NULL)", ()),
-        (f"CREATE TABLE {TABLE} ({surrogate}, {columns})", ()),
-        (f"CREATE INDEX {TABLE}_started_at ON {TABLE} (started_at)", ()),
-        (f"INSERT INTO {VERSION_TABLE} (version) VALUES ({version})", ()),
-    ]
-
-
 def _make_version_1(target: str) -> None:
     """The tables llmchat's schema version 1 made, with one row it recorded."""
-    _raw(
+    make_old_schema(
         target,
-        [
-            *_old_tables(target, 1, _V1_COLUMNS),
-            (
-                f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, "
-                "duration_ms, input_tokens, output_tokens, content_bytes, started_at, day) "
-                "VALUES ('old', 'ollama', '/api/chat', 'm', ?, 200, ?, 1.0, 7, 3, 0, "
-                "1780000000.0, '2026-05-28')",
-                (False, True),
-            ),
-        ],
+        V1_COLUMNS,
+        [1],
+        (
+            f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, "
+            "duration_ms, input_tokens, output_tokens, content_bytes, started_at, day) "
+            "VALUES ('old', 'ollama', '/api/chat', 'm', ?, 200, ?, 1.0, 7, 3, 0, "
+            "1780000000.0, '2026-05-28')",
+            (False, True),
+        ),
     )
-
-
-_V3_ADDED = (
-    "node TEXT, tier INTEGER, alias TEXT, cached_tokens BIGINT, cache_write_tokens BIGINT, "
-    "reasoning_tokens BIGINT, cost DOUBLE PRECISION"
-)
-"""What schema versions 2 and 3 added to version 1's columns (cost a float, no cost_nanos)."""
-
-_V3_INSERT = (
-    f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, duration_ms, "
-    "input_tokens, output_tokens, content_bytes, started_at, day, key_id, cost) "
-    "VALUES (?, 'ollama', '/api/chat', 'm', ?, 200, ?, 1.0, 7, 3, 0, 1780000000.0, "
-    "'2026-05-28', 'key_old', ?)"
-)
-
-
-def _make_version_3(target: str) -> None:
-    """The tables llmchat's schema version 3 made, with rows it recorded (float costs)."""
-    _raw(
-        target,
-        [
-            *_old_tables(target, 3, f"{_V1_COLUMNS}, {_V3_ADDED}"),
-            # A float sum's artefact and a small cost: each is its decimal to 1e-9.
-            (_V3_INSERT, ("old1", False, True, 0.1 + 0.2)),
-            (_V3_INSERT, ("old2", False, True, 7.5e-05)),
-            (_V3_INSERT, ("old3", False, True, None)),
-        ],
-    )
-
-
-def test_a_version_3_table_gets_cost_nanos_and_its_float_costs_sum_exactly(target: str) -> None:
-    _make_version_3(target)
-    store = open_store(target)
-    try:
-        assert store.schema_version() == SCHEMA_VERSION == 4
-        store.record(event("new", model="m", key_id="key_old", cost=0.000125, input_tokens=1))
-        # A version 3 writer still running (it checked the version when it opened): no nanos.
-        _raw(target, [(_V3_INSERT, ("old4", False, True, 1.1))])
-        [total] = store.totals("key_id")
-        assert total.requests == 5
-        assert total.cost == Decimal("0.3") + Decimal("0.000075") + Decimal("0.000125") + Decimal(
-            "1.1"
-        )
-        assert total.as_dict()["cost"] == "1.400200000"
-        with store.connection() as conn:
-            rows = store._execute(conn, f"SELECT request_id, cost_nanos FROM {TABLE}")
-        assert sorted(tuple(r) for r in rows) == [
-            ("new", 125_000),
-            ("old1", None),  # not rewritten: summed from its float
-            ("old2", None),
-            ("old3", None),
-            ("old4", None),
-        ]
-    finally:
-        store.close()
-    assert _versions(target) == [3, SCHEMA_VERSION]
-
-
-def _versions(target: str) -> list[int]:
-    return sorted(int(r[0]) for r in _raw(target, [(f"SELECT version FROM {VERSION_TABLE}", ())]))
 
 
 def test_the_routing_fields_and_cached_tokens_are_columns(target: str) -> None:
@@ -206,7 +104,7 @@ def test_a_version_1_table_gets_the_new_columns_and_keeps_its_rows(target: str) 
         store.close()
     again = open_store(target)  # idempotent: nothing left to add, the version recorded once
     again.close()
-    assert _versions(target) == [1, SCHEMA_VERSION]
+    assert schema_versions(target) == [1, SCHEMA_VERSION]
 
 
 _OPENER = """
@@ -227,7 +125,7 @@ def test_concurrent_openers_upgrade_a_version_1_table_once(target: str) -> None:
     _make_version_1(target)
     openers = 4
     race_processes(_OPENER, [[target, f"p{n}"] for n in range(openers)])
-    assert _versions(target) == [1, SCHEMA_VERSION]
+    assert schema_versions(target) == [1, SCHEMA_VERSION]
     store = open_store(target)
     try:
         totals = store.totals("node")
@@ -277,3 +175,56 @@ def test_the_report_groups_by_node_and_alias(
     assert ["gpu-a", "2", "2", "0", "140", "90", "7", "0", "0.000", "-"] in [
         line.split() for line in text
     ]
+
+
+_V3_ADDED = (
+    "node TEXT, tier INTEGER, alias TEXT, cached_tokens BIGINT, cache_write_tokens BIGINT, "
+    "reasoning_tokens BIGINT, cost DOUBLE PRECISION"
+)
+"""What schema versions 2 and 3 added to version 1's columns (cost a float, no cost_nanos)."""
+
+_V3_INSERT = (
+    f"INSERT INTO {TABLE} (request_id, face, route, model, stream, status, ok, duration_ms, "
+    "input_tokens, output_tokens, content_bytes, started_at, day, key_id, cost) "
+    "VALUES (?, 'ollama', '/api/chat', 'm', ?, 200, ?, 1.0, 7, 3, 0, 1780000000.0, "
+    "'2026-05-28', 'key_old', ?)"
+)
+
+
+def _make_version_3(target: str) -> None:
+    """The tables llmchat's schema version 3 made, with rows it recorded (float costs)."""
+    # A float sum's artefact and a small cost: each is its decimal to 1e-9.
+    make_old_schema(
+        target, f"{V1_COLUMNS}, {_V3_ADDED}", [1, 3], (_V3_INSERT, ("old1", False, True, 0.1 + 0.2))
+    )
+    raw_sql(
+        target,
+        [(_V3_INSERT, ("old2", False, True, 7.5e-05)), (_V3_INSERT, ("old3", False, True, None))],
+    )
+
+
+def test_a_version_3_table_gets_cost_nanos_and_its_float_costs_sum_exactly(target: str) -> None:
+    _make_version_3(target)
+    store = open_store(target)
+    try:
+        assert store.schema_version() == SCHEMA_VERSION == 4
+        store.record(event("new", model="m", key_id="key_old", cost=0.000125, input_tokens=1))
+        # A version 3 writer still running (it checked the version when it opened): no nanos.
+        raw_sql(target, [(_V3_INSERT, ("old4", False, True, 1.1))])
+        [total] = store.totals("key_id")
+        assert total.requests == 5
+        assert total.cost == Decimal("0.3") + Decimal("0.000075") + Decimal("0.000125") + Decimal(
+            "1.1"
+        )
+        assert total.as_dict()["cost"] == "1.400200000"
+        rows = raw_sql(target, [(f"SELECT request_id, cost_nanos FROM {TABLE}", ())])
+        assert sorted(tuple(r) for r in rows) == [
+            ("new", 125_000),
+            ("old1", None),  # not rewritten: summed from its float
+            ("old2", None),
+            ("old3", None),
+            ("old4", None),
+        ]
+    finally:
+        store.close()
+    assert schema_versions(target) == [1, 3, SCHEMA_VERSION]

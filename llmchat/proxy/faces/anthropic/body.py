@@ -58,7 +58,7 @@ class PingingStreamBody(StreamBody):
         self._silent_start = silent_start
         self._handoff = Handoff(HANDOFF_SIZE)
 
-    def __iter__(self) -> Iterator[bytes]:
+    def _pieces(self) -> Iterator[bytes]:
         translator, response, interval = self._translator, self._response, self._interval
         arrived = self._handoff
         threading.Thread(

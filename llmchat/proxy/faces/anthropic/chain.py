@@ -78,7 +78,7 @@ class ChainStartBody(AccountedBody):
         self._interval = interval
         self._inner: PingingStreamBody | None = None
 
-    def __iter__(self) -> Iterator[bytes]:
+    def _pieces(self) -> Iterator[bytes]:
         translator, starting = self._translator, self._starting
         yield translator.ping()
         while not starting.done.wait(self._interval):

@@ -141,9 +141,7 @@ class OllamaRoutes:
             return exchange.json(200, loaded)
         data = client_json(loaded, self.upstream.redactor()) + b"\n"
         exchange.event.stream = True
-        exchange.begin(200, "application/x-ndjson", [("Content-Length", str(len(data)))])
-        exchange.record()
-        return [data]
+        return exchange.whole(200, "application/x-ndjson", data)
 
     # -- embeddings ---------------------------------------------------------
 

@@ -38,7 +38,7 @@ class RelayBody(AccountedBody):
         self._relay = relay
         self._meter = meter
 
-    def __iter__(self) -> Iterator[bytes]:
+    def _pieces(self) -> Iterator[bytes]:
         meter, relay = self._meter, self._relay
         # The backend's key is taken out of every form it could take, even split
         # across reads; only a tail that could start one is held back. An event

@@ -96,7 +96,9 @@ def relay(
         watch.stop()
         raise
     finally:
-        exchange.routed(upstream_call.node, upstream_call.tier, upstream_call.alias)
+        exchange.routed(
+            upstream_call.node, upstream_call.tier, upstream_call.alias, upstream_call.wait_ms
+        )
     failure = upstream_call.failure
     if failure is not None:
         watch.stop()
