@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import LLMChatError
 from .env import env_key
+from .logs import LOG_LEVELS, configure_logging
 from .workers import add_worker_options, serve_workers, wants_workers
 
 __all__ = ["add_parser", "app_options", "serve"]
@@ -131,6 +132,13 @@ def add_parser(commands: Any) -> None:
         help="drop the per-request x-anthropic-billing-header system block Claude Code "
         "sends, so the upstream's prefix cache keeps matching",
     )
+    proxy.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="warning",
+        help="llmchat's log lines on stderr from this level up, each with its request's "
+        "x-request-id (default: warning)",
+    )
     add_worker_options(proxy)
     proxy.set_defaults(run=_run_proxy)
 
@@ -157,6 +165,7 @@ def _seconds(text: str) -> float:
 
 
 def _run_proxy(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
     if args.config is not None:
         from .routed import run_routed
 

@@ -22,13 +22,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..redact import check_secret
-from . import ops
+from . import ops, request_scope
 from .budget_refusal import over_budget
 from .client_body import TOO_DEEP, ClientError
 from .client_exchange import DEFAULT_MAX_BODY_BYTES, ClientExchange, ExchangeContext
 from .completions import DEFAULT_PING_INTERVAL, Completions, FaceOptions
 from .error_shapes import face_of
 from .faces import anthropic, ollama, openai, responses
+from .request_scope import RequestScope, ScopedBody
 from .router import Route, Router
 from .routing.keys import KEY_POLICY, KeyRing
 from .upstream import Upstream
@@ -178,6 +179,31 @@ class ProxyApp:
         route = self.router.find(method, path)
         face = route.face if route else face_of(path)
         exchange = self.completions.exchange(environ, start_response, face)
+        # Every line logged for this request carries its id, the streamed body's too:
+        # the scope is left once a whole answer is made, or when the stream closes.
+        scope = RequestScope(
+            exchange.request_id, environ.get("HTTP_TRACEPARENT"), environ.get("HTTP_TRACESTATE")
+        )
+        token = request_scope.enter(scope)
+        try:
+            result = self._answer(exchange, environ, method, path, route)
+        except BaseException:
+            request_scope.leave(token)
+            raise
+        if isinstance(result, (list, tuple)):
+            request_scope.leave(token)
+            return result
+        return ScopedBody(result, token)
+
+    def _answer(
+        self,
+        exchange: ClientExchange,
+        environ: dict[str, Any],
+        method: str,
+        path: str,
+        route: Route | None,
+    ) -> Iterable[bytes]:
+        """The answer to one request: the key check, the lookup, the route's handler."""
         known = self.router.knows(path)
         if not known:
             # The client chose this path: recorded as a fixed placeholder, never as sent.
