@@ -179,7 +179,7 @@ def test_a_record_outside_any_request_gets_a_dash_and_one_given_keeps_its_own() 
         given = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
         given.request_id = "mine"
         stamp.filter(given)
-        assert given.request_id == "mine"
+        assert given.request_id == "mine"  # type: ignore[attr-defined]
     finally:
         leave(token)
     assert current_request_id() == NO_REQUEST
