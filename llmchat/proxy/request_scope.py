@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, TypeAlias
@@ -27,6 +28,7 @@ __all__ = [
     "current_request_id",
     "enter",
     "leave",
+    "trace_headers",
 ]
 
 NO_REQUEST: Final = "-"
@@ -76,6 +78,26 @@ def leave(token: Token) -> None:
         # Closed from another context than the one that entered (a server that
         # closes bodies elsewhere): that context never had the scope to undo.
         pass
+
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{1,512}")
+
+
+def trace_headers() -> tuple[tuple[str, str], ...]:
+    """The client's W3C trace context, to send upstream: ``traceparent`` when well-formed
+    (and its ``tracestate``, when printable and at most 512 bytes), else nothing.
+
+    Passed on as the client sent it, so a node's spans join the client's trace
+    (beside the proxy's own span, which is made after the fact).
+    """
+    scope = _SCOPE.get()
+    if scope is None or not scope.traceparent or not _TRACEPARENT.fullmatch(scope.traceparent):
+        return ()
+    state = scope.tracestate
+    if state and _TRACESTATE.fullmatch(state):
+        return (("traceparent", scope.traceparent), ("tracestate", state))
+    return (("traceparent", scope.traceparent),)
 
 
 class RequestIdFilter(logging.Filter):
