@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import LLMChatError
 from .env import env_key
+from .logs import LOG_LEVELS, configure_logging
 from .workers import add_worker_options, serve_workers, wants_workers
 
 __all__ = ["add_parser", "app_options", "serve"]
@@ -131,6 +132,20 @@ def add_parser(commands: Any) -> None:
         help="drop the per-request x-anthropic-billing-header system block Claude Code "
         "sends, so the upstream's prefix cache keeps matching",
     )
+    proxy.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="warning",
+        help="llmchat's log lines on stderr from this level up, each with its request's "
+        "x-request-id (default: warning)",
+    )
+    proxy.add_argument(
+        "--otel",
+        action="store_true",
+        help="one OpenTelemetry span per proxied request, exported as the standard OTEL_* "
+        "environment says (OTEL_TRACES_EXPORTER, default otlp; OTEL_EXPORTER_OTLP_ENDPOINT; "
+        "OTEL_SERVICE_NAME); needs the otel extra",
+    )
     add_worker_options(proxy)
     proxy.set_defaults(run=_run_proxy)
 
@@ -157,6 +172,11 @@ def _seconds(text: str) -> float:
 
 
 def _run_proxy(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    if args.otel:
+        from ..proxy.ops.traces import check_otel
+
+        check_otel()  # a missing extra or exporter ends the command before anything is bound
     if args.config is not None:
         from .routed import run_routed
 
@@ -231,4 +251,6 @@ def app_options(args: argparse.Namespace) -> dict[str, Any]:
         "usage_db": args.usage_db,
         "ping_interval": args.ping_interval or None,
         "drop_billing_header": args.drop_billing_header,
+        # Made per app: under gunicorn each worker exports from its own provider.
+        "traces": True if args.otel else None,
     }

@@ -22,13 +22,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..redact import check_secret
-from . import ops
+from . import ops, request_scope
 from .budget_refusal import over_budget
 from .client_body import TOO_DEEP, ClientError
 from .client_exchange import DEFAULT_MAX_BODY_BYTES, ClientExchange, ExchangeContext
 from .completions import DEFAULT_PING_INTERVAL, Completions, FaceOptions
 from .error_shapes import face_of
 from .faces import anthropic, ollama, openai, responses
+from .request_scope import RequestScope, ScopedBody
 from .router import Route, Router
 from .routing.keys import KEY_POLICY, KeyRing
 from .upstream import Upstream
@@ -75,6 +76,7 @@ class AppOptions(TypedDict, total=False):
     drop_billing_header: bool
     keys: KeyRing | None
     admin_key: str | None
+    traces: Any
 
 
 def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
@@ -100,7 +102,10 @@ def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
     `admin_key` is the operator's: ``/metrics`` and ``/admin/`` need it (as
     ``Authorization: Bearer KEY`` or ``x-api-key: KEY``) instead of a client
     key; without it ``/admin/`` is a 404 and ``/metrics`` is open like
-    ``/health``. A misspelt keyword is a TypeError.
+    ``/health``. `traces` (the ``otel`` extra) makes one OpenTelemetry span per
+    model call (`ops.traces`): an SDK ``TracerProvider``, or True for one made
+    from the standard ``OTEL_*`` environment, which `ProxyApp.close` shuts
+    down. A misspelt keyword is a TypeError.
 
         app = make_app(OpenAICommon("http://127.0.0.1:8080/v1"))
         llmchat.proxy.make_server(app, port=11434).serve_forever()
@@ -127,6 +132,7 @@ class ProxyApp:
         drop_billing_header: bool = False,
         keys: KeyRing | None = None,
         admin_key: str | None = None,
+        traces: Any = None,
     ) -> None:
         for name, value in (("api_key", api_key), ("admin_key", admin_key)):
             if value is not None and (not isinstance(value, str) or not value):
@@ -158,15 +164,27 @@ class ProxyApp:
         for register in (_register_own, *(face.register for face in FACES)):
             register(self.router, self.completions)  # a face checks its own options here
         ops.register(self.router, self)  # the operator's routes, behind the admin key
+        self.traces = _traces_for(traces, self)
+        """The spans made per model call (`ops.traces.RequestSpans`); None: no tracing."""
+        if self.traces is not None:
+            self.usage.listeners.append(self.traces.observe)
         # Last: opening a database is I/O, and every argument is checked by now.
-        self.usage.store, self._owns_store = store_of(usage_db)
+        try:
+            self.usage.store, self._owns_store = store_of(usage_db)
+        except BaseException:
+            if self.traces is not None:
+                self.traces.close()  # the provider made for this app: its thread too
+            raise
 
     def __repr__(self) -> str:
         api, admin = ("set" if key else None for key in (self._api_key, self.admin_key))
         return f"ProxyApp({self.upstream!r}, api_key={api}, admin_key={admin})"
 
     def close(self) -> None:
-        """Close the usage store `make_app` opened from a path or URL (not one passed in)."""
+        """Close the usage store `make_app` opened from a path or URL (not one passed in),
+        and the tracer provider it made (``traces=True``), exporting what is pending."""
+        if self.traces is not None:
+            self.traces.close()
         if self._owns_store and self.usage.store is not None:
             self.usage.store.close()
 
@@ -178,6 +196,31 @@ class ProxyApp:
         route = self.router.find(method, path)
         face = route.face if route else face_of(path)
         exchange = self.completions.exchange(environ, start_response, face)
+        # Every line logged for this request carries its id, the streamed body's too:
+        # the scope is left once a whole answer is made, or when the stream closes.
+        scope = RequestScope(
+            exchange.request_id, environ.get("HTTP_TRACEPARENT"), environ.get("HTTP_TRACESTATE")
+        )
+        token = request_scope.enter(scope)
+        try:
+            result = self._answer(exchange, environ, method, path, route)
+        except BaseException:
+            request_scope.leave(token)
+            raise
+        if isinstance(result, (list, tuple)):
+            request_scope.leave(token)
+            return result
+        return ScopedBody(result, token)
+
+    def _answer(
+        self,
+        exchange: ClientExchange,
+        environ: dict[str, Any],
+        method: str,
+        path: str,
+        route: Route | None,
+    ) -> Iterable[bytes]:
+        """The answer to one request: the key check, the lookup, the route's handler."""
         known = self.router.knows(path)
         if not known:
             # The client chose this path: recorded as a fixed placeholder, never as sent.
@@ -250,6 +293,15 @@ class ProxyApp:
             return keys.key_id(policy)
         assert self._api_key is not None
         return self._key_id if hmac.compare_digest(offered.encode("utf-8"), self._api_key) else None
+
+
+def _traces_for(traces: Any, app: ProxyApp) -> Any:
+    """`make_app`'s `traces` as a `ops.traces.RequestSpans`, or None (no tracing)."""
+    if traces is None or traces is False:
+        return None
+    from .ops.traces import RequestSpans  # imports opentelemetry: only when asked for
+
+    return RequestSpans.of(traces, app)
 
 
 def _offered(environ: dict[str, Any]) -> str:

@@ -25,6 +25,7 @@ from .failures import (
     log_upstream_failure,
     status_for,
 )
+from .request_scope import trace_headers
 
 __all__ = ["Relay", "RelayBroken", "open_relay"]
 
@@ -48,6 +49,9 @@ def open_relay(
         headers = {k: v for k, v in headers.items() if k != "Content-Type"}
     if relay.request_id is not None:
         headers = {**headers, "x-request-id": relay.request_id}
+    trace = trace_headers()  # the client's trace context, when it sent one
+    if trace:
+        headers = {**headers, **dict(trace)}
     exchange = relay.exchange
     relay.max_response_bytes = backend.max_response_bytes
     relay.max_event_bytes = backend.max_event_bytes

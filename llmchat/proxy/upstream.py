@@ -32,6 +32,7 @@ from .failures import (
 )
 from .openai_chunk import openai_chunk
 from .relay import Relay, RelayBroken, open_relay
+from .request_scope import trace_headers
 
 __all__ = [
     "Failure",
@@ -167,7 +168,8 @@ class Upstream:
         settings = self._settings(body)
         if self.inference is None:
             sent = (("x-request-id", call.request_id),) if call.request_id else ()
-            with extra_headers(*sent):  # the request is built and sent in this thread
+            # Built and sent in this thread: the client's request scope is this thread's.
+            with extra_headers(*sent, *trace_headers()):
                 streamed: Response = self.backend.chat_completion_stream(
                     messages, tools=tools, tool_choice=tool_choice, settings=settings
                 )

@@ -76,6 +76,8 @@ class ConnectionHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server_version = "llmchat"
+    _request_id: str | None = None
+    """The answer's ``x-request-id`` while its access line is logged."""
 
     def setup(self) -> None:
         self.connection = self.request
@@ -203,7 +205,13 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             return
         if not exchange.keep_alive or not (body.complete or body.drain(DRAIN_BYTES)):
             self.close_connection = True
-        self.log_request(exchange.code, exchange.sent_bytes)
+        # The access line carries the answer's x-request-id, as the app's own lines do
+        # (the logging filter reads ``request_id`` from the record when it is there).
+        self._request_id = exchange.header("x-request-id")
+        try:
+            self.log_request(exchange.code, exchange.sent_bytes)
+        finally:
+            self._request_id = None
 
     def _environ(self, body: RequestBody, length: int | None) -> dict[str, Any]:
         address: Any = self.server.server_address
@@ -267,4 +275,5 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             drain(self.connection, seconds=linger_seconds(self._limits()), limit=DRAIN_BYTES)
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.info("%s %s", self.address_string(), format % args)
+        extra = {"request_id": self._request_id} if self._request_id else None
+        log.info("%s %s", self.address_string(), format % args, extra=extra)

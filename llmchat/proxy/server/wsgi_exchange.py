@@ -151,6 +151,11 @@ class WSGIExchange:
         self.status, self._headers = status, list(headers)
         return self.write
 
+    def header(self, name: str) -> str | None:
+        """The first value of the app's answer header `name` (any case), else None."""
+        wanted = name.lower()
+        return next((value for key, value in self._headers if key.lower() == wanted), None)
+
     def run(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> None:
         """Call `app` and write all it answers; raises what the app raised."""
         result = app(environ, self.start_response)

@@ -49,3 +49,22 @@ def test_a_translated_request_carries_the_request_id_upstream() -> None:
         )
         ollama.raise_for_status()
         assert upstream.requests[-1].headers["x-request-id"] == ollama.headers["x-request-id"]
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_the_clients_trace_context_goes_upstream_when_well_formed(path: str) -> None:
+    body = {"model": "m", "max_tokens": 16, "messages": MESSAGES}
+    with proxy_over(ChatResponder()) as (url, upstream):
+        sent = {"traceparent": TRACEPARENT, "tracestate": "vendor=abc"}
+        requests.post(url + path, json=body, headers=sent, timeout=10).raise_for_status()
+        headers = upstream.requests[-1].headers
+        assert headers["traceparent"] == TRACEPARENT
+        assert headers["tracestate"] == "vendor=abc"
+        malformed = {"traceparent": "00-" + "0" * 32 + "-00f067aa0ba902b7-01"}  # all-zero id
+        requests.post(url + path, json=body, headers=malformed, timeout=10).raise_for_status()
+        assert "traceparent" not in upstream.requests[-1].headers
+        requests.post(url + path, json=body, timeout=10).raise_for_status()
+        assert "traceparent" not in upstream.requests[-1].headers
