@@ -117,11 +117,36 @@ def interleaved_rounds(
     rounds: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
+            own = 0.0
             start = time.perf_counter()
             for _ in range(number):
-                fn()
-            rounds[name].append((time.perf_counter() - start) / number)
+                result = fn()
+                if type(result) is Elapsed:
+                    own += result
+            # A contender in another process times itself: the pipe's round trip is not its cost.
+            took = own if own else time.perf_counter() - start
+            rounds[name].append(took / number)
     return rounds
+
+
+class Elapsed(float):
+    """Seconds a contender timed itself (one in a child process): `interleaved_rounds`
+    takes this figure instead of its own clock's."""
+
+
+def median_ratios(rounds: dict[str, list[float]], floor: str) -> dict[str, float]:
+    """For each name, the median over rounds of (the floor's seconds / its seconds) in that round.
+
+    A speed ratio (above 1 is faster than the floor). Each round's contenders ran
+    back to back, so a burst of load elsewhere moves a round's figures together
+    and its ratio much less; the median of the ratios is the figure to quote.
+    """
+    base = rounds[floor]
+    return {
+        name: statistics.median(b / s for b, s in zip(base, values, strict=True) if s > 0)
+        for name, values in rounds.items()
+        if values and len(values) == len(base)
+    }
 
 
 def json_parsers_differ() -> bool:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from _child_client import ChildContender, StreamServer
 from _report import (
     BENCHMARKS_MD,
     NOT_INSTALLED,
@@ -51,12 +52,13 @@ from _report import (
     json_parsers_differ,
     litellm_stream,
     loopback_only,
+    median_ratios,
     package_versions,
     stamp,
     table,
-    with_stdlib_json,
     write_section,
 )
+from _stream_throughput import BULK, EVENTS, llmchat_problem
 
 SECTION = "Streaming: throughput, per-chunk latency, cancel"
 
@@ -65,8 +67,10 @@ MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a terse assistant."},
     {"role": "user", "content": "Tell me a long story."},
 ]
-FRAMES = 2_000
-"""Content frames in the throughput stream (plus role, finish, usage and [DONE])."""
+FRAMES = 20_000
+"""Content frames in the throughput stream (plus role, finish, usage and [DONE]); ``--frames``."""
+QUICK_FRAMES = 2_000
+"""The throughput stream's length in a ``--quick`` smoke run."""
 WRITE_SIZE = 65_536
 """The throughput body goes out in writes of this many bytes (frames cut anywhere)."""
 LATENCY_FRAMES = 200
@@ -195,10 +199,12 @@ class Contenders:
 
     Each function consumes one whole stream and keeps what it got in `results`
     (the llmchat Response, the content text, or the drained byte count), to be
-    checked outside the timed calls.
+    checked outside the timed calls. The stdlib-parser llmchat runs in a child
+    process (``LLMCHAT_JSON=stdlib``) that checks its own streams (`children`).
+    With `bulk`, only the clients of `BULK_CLIENTS`.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, frames: int, *, bulk: bool = False) -> None:
         import requests
 
         import llmchat
@@ -207,6 +213,7 @@ class Contenders:
         self.notes: dict[str, str] = {}
         self.results: dict[str, list[Any]] = {}
         self._closers: list[Callable[[], Any]] = []
+        self.children: dict[str, ChildContender] = {}
 
         self.backend = llmchat.OpenAICommon(url, model=MODEL)
         self._closers.append(self.backend.close)
@@ -220,14 +227,22 @@ class Contenders:
 
         self.fns["llmchat"] = mine
         if json_parsers_differ():
-            self.fns["llmchat stdlib"] = with_stdlib_json(mine)
+            child = ChildContender(
+                "_stream_throughput:llmchat_child",
+                {"url": url, "frames": frames},
+                {"LLMCHAT_JSON": "stdlib"},
+            )
+            assert child.info["parser"] == "stdlib", child.info
+            self._closers.append(child.close)
+            self.children["llmchat stdlib"] = child
         else:
             self.notes["llmchat stdlib"] = STDLIB_ONLY
 
         def settled() -> Any:
             return start(MESSAGES).wait()
 
-        self.fns["llmchat wait"] = settled
+        if not bulk:
+            self.fns["llmchat wait"] = settled
 
         session = requests.Session()
         self._closers.append(session.close)
@@ -258,6 +273,9 @@ class Contenders:
             return size
 
         self.fns["drain"] = drain
+        if bulk:
+            self._keep()
+            return
 
         try:
             import openai
@@ -289,10 +307,21 @@ class Contenders:
         else:
             self.fns["litellm"] = lite
             self._closers.append(close_litellm)
+        self._keep()
 
+    def _keep(self) -> None:
+        """Make every in-process function keep its result; then add the children."""
         for name, fn in list(self.fns.items()):
             kept = self.results.setdefault(name, [])
             self.fns[name] = lambda fn=fn, kept=kept: kept.append(fn())
+        ordered = list(self.fns.items())
+        self.fns = dict(ordered[:1])
+        self.fns.update(self.children)  # the stdlib row right after llmchat's, as before
+        self.fns.update(ordered[1:])
+
+    def child_errors(self) -> list[str]:
+        """Every problem the child contenders found in their own streams."""
+        return [f"{name}: {e}" for name, child in self.children.items() for e in child.errors]
 
     def close(self) -> None:
         for close in reversed(self._closers):
@@ -332,12 +361,11 @@ DRAIN = "(litellm logging backlog)"
 CHECK = "(checks)"
 
 
-def _check(name: str, result: Any, expected: str, size: int) -> None:
+def _check(name: str, result: Any, expected: str, size: int, frames: int) -> None:
     """Assert that one contender's stream came through whole."""
     if name.startswith("llmchat"):
-        assert result.is_success, f"llmchat failed: {result.err}"
-        assert result.msg == expected, "llmchat's text differs"
-        assert result.completion_tokens == FRAMES, result.completion_tokens
+        problem = llmchat_problem(result, expected, frames)
+        assert problem is None, problem
     elif name == "drain":
         assert result == size, (result, size)
     else:
@@ -348,7 +376,8 @@ BULK_CLIENTS = ("llmchat", "llmchat stdlib", "raw", "drain")
 """The clients timed on the 64 KiB-write body too."""
 LABELS = {
     "llmchat": "llmchat: `chat_completion_stream(messages)`, `for c in r: pass`",
-    "llmchat stdlib": "llmchat, the same, JSON parsed by the stdlib (`LLMCHAT_JSON=stdlib`)",
+    "llmchat stdlib": "llmchat, the same in a child process started with `LLMCHAT_JSON=stdlib` "
+    "(the stdlib JSON parser)",
     "raw": "raw floor: `requests` `stream=True`, `raw.read1` + split + `json.loads`",
     "openai": "openai {openai}: `chat.completions.create(stream=True)`, iterate",
     "litellm": 'litellm {litellm}: `completion(model="openai/…", stream=True)`, iterate',
@@ -820,7 +849,8 @@ def _parser_sentence(versions: dict[str, str]) -> str:
     return (
         f"The llmchat rows parse JSON with orjson {versions.get('orjson', '?')} (the `fast` "
         "extra, used when installed), except the `LLMCHAT_JSON=stdlib` row: the same "
-        "client with the stdlib parser, in the same rounds."
+        "client with the stdlib parser, in a child process started with that variable (it "
+        "times its own streams and checks them), in the same rounds."
     )
 
 
@@ -844,7 +874,7 @@ def _cumulative(stats: dict[Any, Any], path_end: str, function: str) -> float:
 
 
 def profile_worker(
-    backend: Any, streams: int = 5, top: int = 10
+    backend: Any, frames: int, streams: int = 5, top: int = 10
 ) -> tuple[Rows, Rows, dict[str, float]]:
     """cProfile the reader thread's work: `_stream_worker` run in this thread, `streams` times.
 
@@ -868,7 +898,7 @@ def profile_worker(
         profiler.disable()
         assert response.is_success, response.err
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    per = streams * (FRAMES + 4)
+    per = streams * (frames + 4)
     whole = _cumulative(stats, "backends/_runners.py", "stream_worker")
     pump = _cumulative(stats, "backends/_runners.py", "pump_reads")
     decode = _cumulative(stats, "llmchat/sse.py", "feed")
@@ -995,39 +1025,54 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cancel-trials", type=int, default=100, help="cancels of each kind")
     parser.add_argument("--profile", action="store_true", help="profile even if on target")
+    parser.add_argument(
+        "--frames", type=int, default=FRAMES, help=f"content frames per stream ({FRAMES:,})"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a smoke run: {QUICK_FRAMES:,} frames, 3 rounds, few latency streams and "
+        "cancels, no profile; prints, never writes BENCHMARKS.md",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.frames, args.rounds, args.latency_streams = QUICK_FRAMES, 3, 1
+        args.cancel_trials, args.no_write = 3, True
+    frame_count: int = args.frames
 
     from llmchat.testing import Reply, ScriptedServer, Stall, Write
 
     versions = package_versions("openai", "litellm", "orjson")
 
-    texts = deltas(FRAMES)
+    texts = deltas(frame_count)
     expected = "".join(texts)
     frames = stream_frames(texts)
     body = b"".join(frames)
     writes = [Write(body[i : i + WRITE_SIZE]) for i in range(0, len(body), WRITE_SIZE)]
     sse_headers = {"Content-Type": "text/event-stream"}
-    throughput_reply = Reply(200, sse_headers, framing="chunked", steps=writes)
     per_event_reply = Reply(
         200, sse_headers, framing="chunked", steps=[Write(frame) for frame in frames]
     )
 
-    server = ScriptedServer(per_event_reply)
-    closers: list[Callable[[], Any]] = []
+    # The throughput server runs in its own process (`_stream_server.py`): the
+    # clients timed never share an interpreter, or its GIL, with it.
+    stream_server = StreamServer("_stream_throughput:router", {"frames": frame_count})
+    server = ScriptedServer(per_event_reply)  # latency and cancel: write stamps, hang-ups
+    closers: list[Callable[[], Any]] = [stream_server.stop]
     with loopback_only(), server as url:
         try:
             # -- 1. throughput --------------------------------------------------------
-            contenders = Contenders(url)
+            contenders = Contenders(stream_server.url + EVENTS, frame_count)
             closers.append(contenders.close)
             connections: dict[str, set[int]] = {}
             for name, fn in contenders.fns.items():
-                start = len(server.requests)
+                start = len(stream_server.log())
                 fn()
                 fn()
                 if name == "litellm":
                     _drain_litellm()
-                connections[name] = {r.connection_id for r in server.requests[start:]}
+                connections[name] = {e["connection"] for e in stream_server.log(start)}
             checked = 0
 
             def check() -> None:
@@ -1035,7 +1080,7 @@ def main(argv: list[str] | None = None) -> int:
                 nonlocal checked
                 for name, results in contenders.results.items():
                     for result in results:
-                        _check(name, result, expected, len(body))
+                        _check(name, result, expected, len(body), frame_count)
                     checked += len(results)
                     results.clear()
                 gc.collect()  # every round starts from the same heap
@@ -1046,34 +1091,43 @@ def main(argv: list[str] | None = None) -> int:
             timed[CHECK] = check
             rounds = interleaved_rounds(timed, args.rounds, args.calls)
             seconds = {name: statistics.median(values) for name, values in rounds.items()}
-            streams_served = len(server.requests)
-            connections_used = server.connections_accepted
-            served = server.requests[-1]
-            served.finished.wait(WAIT)
-            assert len(served.writes) == len(frames), (len(served.writes), len(frames))
+            ratios = median_ratios(rounds, "raw")
+            served_log = stream_server.log()
+            streams_served = len(served_log)
+            connections_used = len({e["connection"] for e in served_log})
+            assert served_log[-1]["writes"] == len(frames), (served_log[-1], len(frames))
             # The server's own pace: the drain's last request, headers to last write.
-            drain_start = len(server.requests)
             contenders.fns["drain"]()
-            drain_record = server.requests[drain_start]
-            drain_record.finished.wait(WAIT)
-            send_ms = (drain_record.writes[-1][0] - drain_record.headers_sent_at) * 1e3
+            drain_record = stream_server.log(streams_served)[0]
+            send_ms = (drain_record["last_write_at"] - drain_record["headers_at"]) * 1e3
+            child_streams = sum(c.streams for c in contenders.children.values())
+            assert not contenders.child_errors(), contenders.child_errors()
+            checked += child_streams
 
             stages = stage_costs(contenders.backend, body, frames)
 
             # -- 1b. the same body in 64 KiB writes: hundreds of frames per read ----------
-            server.set_script(throughput_reply)
-            bulk_fns = {
-                name: contenders.fns[name] for name in BULK_CLIENTS if name in contenders.fns
-            }
-            bulk_fns[CHECK] = check
+            bulk_contenders = Contenders(stream_server.url + BULK, frame_count, bulk=True)
+            closers.append(bulk_contenders.close)
+            bulk_fns = dict(bulk_contenders.fns)
+
+            def bulk_check() -> None:
+                for name, results in bulk_contenders.results.items():
+                    for result in results:
+                        _check(name, result, expected, len(body), frame_count)
+                    results.clear()
+                gc.collect()
+
+            bulk_fns[CHECK] = bulk_check
             bulk_rounds = interleaved_rounds(bulk_fns, args.rounds)
             bulk = {name: statistics.median(values) for name, values in bulk_rounds.items()}
+            bulk_ratios = median_ratios(bulk_rounds, "raw")
+            assert not bulk_contenders.child_errors(), bulk_contenders.child_errors()
             print(
                 f"64 KiB writes (median): llmchat {bulk['llmchat'] * 1e3:.1f} ms, "
                 f"raw {bulk['raw'] * 1e3:.1f} ms, "
-                f"{bulk['raw'] / bulk['llmchat']:.2f}x the floor"
+                f"{bulk_ratios['llmchat']:.2f}x the floor (median of rounds' ratios)"
             )
-            server.set_script(per_event_reply)
 
             # -- 2. per-chunk latency -------------------------------------------------
             samples = measure_latency(server, url, args.latency_streams)
@@ -1091,8 +1145,10 @@ def main(argv: list[str] | None = None) -> int:
             )
 
             # -- the profile ------------------------------------------------------------
-            ratio_raw = seconds["raw"] / seconds["llmchat"]
-            ratio_openai = seconds["openai"] / seconds["llmchat"] if "openai" in seconds else None
+            ratio_raw = ratios["llmchat"]
+            ratio_openai = (
+                median_ratios(rounds, "openai")["llmchat"] if "openai" in rounds else None
+            )
             p99 = {
                 framing: percentile(samples[("llmchat", framing)], 99)
                 for framing in ("chunked", "close")
@@ -1107,8 +1163,8 @@ def main(argv: list[str] | None = None) -> int:
             own_rows: Rows = []
             consumer: dict[str, float] = {}
             counts: dict[str, float] = {}
-            if args.profile or missed:
-                split_rows, own_rows, counts = profile_worker(contenders.backend)
+            if args.profile or (missed and not args.quick):
+                split_rows, own_rows, counts = profile_worker(contenders.backend, frame_count)
                 consumer = profile_consumer(contenders.backend)
         finally:
             for close in reversed(closers):
@@ -1133,7 +1189,11 @@ def main(argv: list[str] | None = None) -> int:
     count = len(frames)
 
     def row(
-        name: str, label: str, medians: dict[str, float], all_rounds: dict[str, list[float]]
+        name: str,
+        label: str,
+        medians: dict[str, float],
+        all_rounds: dict[str, list[float]],
+        speed: dict[str, float],
     ) -> list[str]:
         if name not in medians:
             return [f"{label}: {contenders.notes.get(name, '?')}", "—", "—", "—", "—", "—"]
@@ -1145,11 +1205,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{min(spread) * 1e3:,.0f}-{max(spread) * 1e3:,.0f}",
             f"{count / secs:,.0f}",
             f"{secs / count * 1e6:,.1f}",
-            f"{medians['raw'] / secs:.2f}x",
+            f"{speed[name]:.2f}x",
         ]
 
     throughput_rows = [
-        row(name, LABELS[name].format(**versions), seconds, rounds)
+        row(name, LABELS[name].format(**versions), seconds, rounds, ratios)
         for name in (
             "llmchat",
             "llmchat stdlib",
@@ -1162,7 +1222,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in seconds or (name in contenders.notes and name != "llmchat stdlib")
     ]
     bulk_rows = [
-        row(name, LABELS[name].format(**versions), bulk, bulk_rounds)
+        row(name, LABELS[name].format(**versions), bulk, bulk_rounds, bulk_ratios)
         for name in BULK_CLIENTS
         if name in bulk
     ]
@@ -1172,7 +1232,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds' range ms",
         "frames / s",
         "µs / frame",
-        "x floor speed",
+        "x floor speed (median of rounds' ratios)",
     ]
     stage_rows = [
         ["raw floor's work: split on blank lines + `json.loads` + read the delta", stages["floor"]],
@@ -1356,23 +1416,26 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "### Throughput: frames per second through the whole pipeline",
         "",
-        f"One stream is {count:,} SSE frames ({len(body):,} bytes): a role frame, {FRAMES:,} "
+        f"One stream is {count:,} SSE frames ({len(body):,} bytes): a role frame, {frame_count:,} "
         "`chat.completion.chunk` frames each carrying a token-sized content delta (mean "
-        f"{len(expected) / FRAMES:.1f} characters, a few non-ASCII), the finish chunk, a "
+        f"{len(expected) / frame_count:.1f} characters, a few non-ASCII), the finish chunk, a "
         "usage event and `[DONE]`, every frame shaped like llama-server's (member order, "
         "ids and model path from `captures/llamacpp/chat_stream_include_usage.sse.txt`). "
         "The body is built once and **every event is its own HTTP chunk** (one chunked "
         "write per frame, as llama-server, vLLM and OpenAI write a stream), so every frame "
-        "is its own read for every client. Each call posts the request and consumes "
+        "is its own read for every client. **The server runs in its own process** "
+        "(`bench/_stream_server.py`, which plays the same `llmchat.testing` Reply from another "
+        "interpreter, a thread per connection), so it shares no interpreter or GIL with the "
+        "clients. Each call posts the request and consumes "
         "the whole stream. At the end of each round, untimed, every client's result was "
         "checked (the text it collected equals the expected text; for llmchat also "
         "`is_success` and the usage count) and dropped, and `gc.collect()` ran, so no "
         f"round inherits another's garbage ({checked:,} streams checked). Median of "
         f"{args.rounds} interleaved rounds of {args.calls} stream per client, after "
-        "three warm-up streams each; `rounds' range` is the fastest and slowest round "
-        "(with a read per frame, the three threads in play — server, reader, consumer — "
-        "share 2 cores and the GIL, and single rounds move by tens of percent). "
-        + _parser_sentence(versions),
+        "two warm-up streams each; `rounds' range` is the fastest and slowest round. "
+        "`x floor speed` is the median over rounds of that round's floor time over the row's "
+        "(each round's contenders run back to back, so a burst of load elsewhere moves a "
+        "round's figures together and its ratio much less). " + _parser_sentence(versions),
         "",
         table(throughput_header, throughput_rows),
         "",
@@ -1398,9 +1461,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(the server took {send_ms:.1f} ms from headers to its last write in the drain "
         "run). "
         + (
-            "With one chunk per event the server's own work per write (it runs in this "
-            "interpreter) is most of every row's time, so the rows differ by less than "
-            "their clients' parsing does. "
+            "With one chunk per event the server's pace (one send per frame, in its own "
+            "process) is close to the floor's, so the rows differ by less than their "
+            "clients' parsing does. "
             if seconds["drain"] and seconds["raw"] / seconds["drain"] < 1.5
             else "The server is not what limits the other rows. "
         )
@@ -1582,7 +1645,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{consumer['cpu_us']:.1f} µs of "
             f"its own per chunk (profiled) and found a chunk ready for all but "
             f"{consumer['waits']:,.0f} of {consumer['chunks']:,.0f} (the body came in "
-            f"{counts['reads'] * (FRAMES + 4):.0f} reads): the reader parses a whole read "
+            f"{counts['reads'] * (frame_count + 4):.0f} reads): the reader parses a whole read "
             "holding the GIL, and the consumer "
             "drains those chunks once the reader lets go of it in its next `recv`. (The "
             "`r.wait()` row, which skips the consumer, measured "
