@@ -4,9 +4,9 @@ llmchat speaks five wires with one pipeline (framing → dialect decoder →
 accumulator → judge): the OpenAI chat stream (`OpenAICommon`, the reference),
 Anthropic's ``/v1/messages`` SSE (`Anthropic`), Ollama's ``/api/chat`` NDJSON
 (`Ollama`), Gemini's ``streamGenerateContent?alt=sse`` (`Gemini`) and, when this
-tree has it, OpenAI's ``/v1/responses`` SSE (`OpenAIResponses`). One
-`llmchat.testing.ScriptedServer` serves every wire, routed by path; each
-synthetic stream is shaped like that dialect's real captures
+tree has it, OpenAI's ``/v1/responses`` SSE (`OpenAIResponses`). One server in
+its own process (`_stream_server.py`, playing `llmchat.testing` Replies) serves
+every wire, routed by path; each synthetic stream is shaped like that dialect's real captures
 (``shared/captures/<dialect>/``), and every event is its own HTTP chunk, as real
 servers write.
 
@@ -22,7 +22,8 @@ servers write.
 3. The pure stages: µs per event of framing + dialect decode + accumulate on
    pre-framed bytes, no sockets.
 
-    python bench/bench_dialects.py [--rounds N] [--blocking-rounds M] [--no-write]
+    python bench/bench_dialects.py [--rounds N] [--blocking-rounds M] [--frames F] [--quick]
+                                   [--no-write]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import argparse
 import contextlib
 import gc
 import json
+import statistics
 import sys
 import threading
 import time
@@ -38,23 +40,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from _child_client import ChildContender, StreamServer
 from _report import (
     BENCHMARKS_MD,
     NOT_INSTALLED,
     STDLIB_ONLY,
+    Elapsed,
     best_of,
     best_of_interleaved,
     blocked,
     calls_for,
     close_litellm,
+    interleaved_rounds,
     json_parsers_differ,
     litellm_stream,
     loopback_only,
-    median_of_interleaved,
+    median_ratios,
     package_versions,
     stamp,
     table,
-    with_stdlib_json,
     write_section,
 )
 from bench_stream import _drain_litellm, deltas, raw_content, stream_frames
@@ -595,6 +599,11 @@ class Router:
         return self.replies[(key, bool(stream))]
 
 
+def server_router(frames: int, with_responses: bool) -> Router:
+    """The stream server's router (run in its own process by `_stream_server.py`)."""
+    return Router(wires(deltas(frames), with_responses))
+
+
 def expected_path(key: str) -> str:
     """The path every client of dialect `key` should post to (query left out)."""
     return {
@@ -629,10 +638,8 @@ class Clients:
     a client is missing.
     """
 
-    def __init__(self, root: str, all_wires: dict[str, Wire]) -> None:
+    def __init__(self, root: str, all_wires: dict[str, Wire], frames: int) -> None:
         import requests
-
-        import llmchat
 
         self.stream: dict[tuple[str, str], Callable[[], Any]] = {}
         self.short: dict[tuple[str, str], Callable[[], Any]] = {}
@@ -640,23 +647,25 @@ class Clients:
         self._closers: list[Callable[[], Any]] = []
         url = root + "/v1"
 
-        # -- llmchat: one backend per dialect ------------------------------------------
-        backends = {
-            "chat": lambda: llmchat.OpenAICommon(url, model=MODEL),
-            "anthropic": lambda: llmchat.Anthropic(url, api_key="x", model=MODEL),
-            "ollama": lambda: llmchat.Ollama(root, model=MODEL),
-            "gemini": lambda: llmchat.Gemini(root + "/v1beta", api_key="x", model=MODEL),
-            "responses": lambda: llmchat.OpenAIResponses(url, api_key="x", model=MODEL),  # type: ignore[attr-defined]
-        }
+        # -- llmchat: one backend per dialect; with the stdlib parser in a child -------
+        self.children: dict[tuple[str, str], ChildContender] = {}
         from llmchat import Settings
 
         short_settings = Settings(max_tokens=SHORT_MAX_TOKENS)
         for key in all_wires:
-            backend = backends[key]()
+            backend = make_backend(key, root)
             self._closers.append(backend.close)
             self.stream[(key, "llmchat")] = _llmchat_stream(backend)
             if json_parsers_differ():
-                self.stream[(key, "llmchat stdlib")] = with_stdlib_json(_llmchat_stream(backend))
+                child = ChildContender(
+                    "bench_dialects:llmchat_child",
+                    {"key": key, "root": root, "frames": frames},
+                    {"LLMCHAT_JSON": "stdlib"},
+                )
+                assert child.info["parser"] == "stdlib", child.info
+                self._closers.append(child.close)
+                self.children[(key, "llmchat stdlib")] = child
+                self.stream[(key, "llmchat stdlib")] = child
             else:
                 self.notes[(key, "llmchat stdlib")] = STDLIB_ONLY
             self.short[(key, "llmchat")] = _llmchat_short(backend, short_settings)
@@ -730,6 +739,29 @@ class Clients:
         for close in reversed(self._closers):
             with contextlib.suppress(Exception):
                 close()
+
+
+def make_backend(key: str, root: str) -> Any:
+    """llmchat's backend for dialect `key`, on the server at `root`."""
+    import llmchat
+
+    url = root + "/v1"
+    if key == "chat":
+        return llmchat.OpenAICommon(url, model=MODEL)
+    if key == "anthropic":
+        return llmchat.Anthropic(url, api_key="x", model=MODEL)
+    if key == "ollama":
+        return llmchat.Ollama(root, model=MODEL)
+    if key == "gemini":
+        return llmchat.Gemini(root + "/v1beta", api_key="x", model=MODEL)
+    return llmchat.OpenAIResponses(url, api_key="x", model=MODEL)  # type: ignore[attr-defined]
+
+
+def llmchat_child(
+    key: str, root: str, frames: int
+) -> tuple[Callable[[], Any], Callable[[Any], str | None]]:
+    """In a child process: llmchat's stream of dialect `key`, and its check."""
+    return _llmchat_stream(make_backend(key, root)), Ledger("".join(deltas(frames)), frames).problem
 
 
 def _llmchat_stream(backend: Any) -> Callable[[], Any]:
@@ -933,6 +965,24 @@ class Ledger:
 
         return call
 
+    def keep_child(self, name: str, child: ChildContender) -> Callable[[], Elapsed]:
+        """`keep` for a contender in a child process: it times and checks its own streams."""
+        took = self.durations.setdefault(name, [])
+        self.checked.setdefault(name, 0)
+        self.errors.setdefault(name, 0)
+
+        def call() -> Elapsed:
+            seen = len(child.errors)
+            elapsed = child()
+            took.append(elapsed)
+            self.checked[name] += 1
+            for trouble in child.errors[seen:]:
+                self.errors[name] += 1
+                self.first_error.setdefault(name, trouble)
+            return elapsed
+
+        return call
+
     def problem(self, result: Any) -> str | None:
         if isinstance(result, Exception):
             return f"{type(result).__name__}: {str(result)[:160]}"
@@ -969,7 +1019,9 @@ def _name(key: tuple[str, str]) -> str:
 # -- 3. the pure stages -------------------------------------------------------------------
 
 
-def stage_costs(wire: Wire, dialect: type[Any]) -> dict[str, float]:
+def stage_costs(
+    wire: Wire, dialect: type[Any], expected: str, budget: float = 0.2
+) -> dict[str, float]:
     """µs per event of each stage on `wire`'s stream, one thread, no sockets.
 
     The frames are fed one at a time (one read per event, as on the wire).
@@ -995,7 +1047,7 @@ def stage_costs(wire: Wire, dialect: type[Any]) -> dict[str, float]:
     acc = Accumulator(dialect(), keep_raw=False)
     for event in events:
         texts.extend(chunk.content for chunk in acc.feed_event(event))
-    assert "".join(texts) == "".join(deltas(FRAMES)), f"{wire.key}: the stages' text differs"
+    assert "".join(texts) == expected, f"{wire.key}: the stages' text differs"
     text_of, payload = wire.text_of, wire.payload
 
     def floor() -> None:
@@ -1020,7 +1072,10 @@ def stage_costs(wire: Wire, dialect: type[Any]) -> dict[str, float]:
                 apply(event)
 
     fns = {"floor": floor, "framing": framing, "accumulate": accumulate, "both": both}
-    return {name: best_of(fn, 9, calls_for(fn, 0.2)) / count * 1e6 for name, fn in fns.items()}
+    repeat = 9 if budget >= 0.2 else 3
+    return {
+        name: best_of(fn, repeat, calls_for(fn, budget)) / count * 1e6 for name, fn in fns.items()
+    }
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -1029,7 +1084,7 @@ CLIENTS = ("llmchat", "raw", "sdk", "litellm")
 STREAM_CLIENTS = ("llmchat", "llmchat stdlib", "raw", "sdk", "litellm")
 STREAM_LABELS = {
     "llmchat": "llmchat `{backend}.chat_completion_stream`, every chunk",
-    "llmchat stdlib": "the same llmchat, JSON parsed by the stdlib (`LLMCHAT_JSON=stdlib`)",
+    "llmchat stdlib": "the same llmchat in a child process with `LLMCHAT_JSON=stdlib`",
     "raw": "raw floor: `requests` + `read1` + split + `json.loads`",
     "sdk": {
         "chat": "openai {openai} `chat.completions.create(stream=True)`",
@@ -1080,7 +1135,8 @@ def _parser_note(versions: dict[str, str]) -> str:
     return (
         f"llmchat parsed JSON with orjson {versions.get('orjson', '')} (the `fast` extra, "
         "used when installed; the pure stages below too); the `LLMCHAT_JSON=stdlib` rows are "
-        "the same client with the stdlib parser, in the same rounds."
+        "the same client with the stdlib parser, in a child process started with that "
+        "variable (it times and checks its own streams), in the same rounds."
     )
 
 
@@ -1094,46 +1150,68 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9, help="stream rounds (median of)")
     parser.add_argument("--blocking-rounds", type=int, default=20, help="blocking rounds (best of)")
     parser.add_argument("--calls", type=int, default=10, help="blocking calls per client per round")
+    parser.add_argument(
+        "--frames", type=int, default=FRAMES, help=f"text deltas per stream ({FRAMES:,})"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: 300 deltas, 5 rounds, few blocking calls; prints, never writes",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.frames, args.rounds, args.blocking_rounds, args.calls = 300, 5, 3, 2
+        args.no_write = True
     if args.rounds < 5:
         parser.error("--rounds must be at least 5")
+    frames: int = args.frames
 
     import llmchat
-    from llmchat.testing import ScriptedServer
 
     versions = package_versions("openai", "litellm", "anthropic", "ollama", "orjson")
     with_responses = hasattr(llmchat, "OpenAIResponses")
-    texts = deltas(FRAMES)
+    texts = deltas(frames)
     expected = "".join(texts)
     all_wires = wires(texts, with_responses)
     dialects = {key: getattr(llmchat, wire.backend).dialect for key, wire in all_wires.items()}
 
-    server = ScriptedServer(Router(all_wires))
-    stream_ledger = Ledger(expected, FRAMES)
+    # The server runs in its own process: no client shares its interpreter or GIL.
+    server = StreamServer(
+        "bench_dialects:server_router", {"frames": frames, "with_responses": with_responses}
+    )
+    stream_ledger = Ledger(expected, frames)
     short_ledger = Ledger(SHORT, 1)
     with loopback_only(), server:
-        clients = Clients(server.root, all_wires)
+        clients = Clients(server.url, all_wires, frames)
+
+        def kept(key: tuple[str, str], fn: Callable[[], Any]) -> Callable[[], Any]:
+            child = clients.children.get(key)
+            if child is not None:
+                return stream_ledger.keep_child(_name(key), child)
+            return stream_ledger.keep(_name(key), fn)
+
         try:
             # Where each client posted, from one call each (untimed; checked, then dropped).
             routes: dict[tuple[str, str], str] = {}
             for key, fn in clients.stream.items():
-                start = len(server.requests)
-                stream_ledger.keep(_name(key), fn)()
+                start = len(server.log())
+                kept(key, fn)()
                 if key[1] == "litellm":
                     _drain_litellm()
-                routes[key] = " ".join(r.path for r in server.requests[start:])
+                routes[key] = " ".join(entry["path"] for entry in server.log(start))
             stream_ledger.check()
 
             # -- 1. streaming: one round = every client of every dialect, in turn --------
             timed: dict[str, Callable[[], Any]] = {}
             for key, fn in clients.stream.items():
-                timed[_name(key)] = stream_ledger.keep(_name(key), fn)
+                timed[_name(key)] = kept(key, fn)
                 if key[1] == "litellm":
                     timed[f"{DRAIN} {_name(key)}"] = _drain_litellm
             timed[CHECK] = stream_ledger.check
             print(f"streaming: {len(clients.stream)} clients, {args.rounds} rounds ...", flush=True)
-            seconds = median_of_interleaved(timed, args.rounds)
+            stream_rounds = interleaved_rounds(timed, args.rounds)
+            seconds = {name: statistics.median(values) for name, values in stream_rounds.items()}
 
             # -- 2. blocking ------------------------------------------------------------
             short_timed = {
@@ -1146,12 +1224,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             short_seconds = best_of_interleaved(short_timed, args.blocking_rounds, args.calls)
             short_ledger.check()
-            requests_served = len(server.requests)
+            requests_served = len(server.log())
         finally:
             clients.close()
 
     # -- 3. pure stages ---------------------------------------------------------------
-    stages = {key: stage_costs(wire, dialects[key]) for key, wire in all_wires.items()}
+    budget = 0.01 if args.quick else 0.2
+    stages = {
+        key: stage_costs(wire, dialects[key], expected, budget) for key, wire in all_wires.items()
+    }
 
     for thread in threading.enumerate():  # readers end on their own once settled
         if thread.name == "llmchat-stream":
@@ -1166,6 +1247,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def spread(values: list[float]) -> str:
         return f"{min(values) * 1e3:,.0f}-{max(values) * 1e3:,.0f}"
+
+    def per_round(slow: tuple[str, str], fast: tuple[str, str]) -> float | None:
+        """The median over rounds of `slow`'s seconds over `fast`'s (None if one did not run)."""
+        names = (_name(slow), _name(fast))
+        if not all(name in stream_rounds for name in names):
+            return None
+        pair = {name: stream_rounds[name] for name in names}
+        return median_ratios(pair, names[0])[names[1]]
 
     stream_rows: list[list[str]] = []
     summary: list[list[str]] = []
@@ -1188,19 +1277,19 @@ def main(argv: list[str] | None = None) -> int:
                     f"{secs * 1e3:,.1f}",
                     spread(stream_ledger.durations[_name(key)][-args.rounds :]),
                     f"{count / secs:,.0f}",
-                    _ratio(floor / secs if floor else None),
-                    _ratio(secs / mine if mine else None),
+                    _ratio(per_round((dkey, "raw"), key)),
+                    _ratio(per_round(key, (dkey, "llmchat"))),
                     errors(stream_ledger, key),
                 ]
             )
-        peers = {client: seconds.get(_name((dkey, client))) for client in ("sdk", "litellm")}
         summary.append(
             [
                 wire.title,
                 f"{count / mine:,.0f}" if mine else "—",
-                _ratio(floor / mine if floor and mine else None),
-                _ratio(peers["sdk"] / mine if peers["sdk"] and mine else None),
-                _ratio(peers["litellm"] / mine if peers["litellm"] and mine else None),
+                _ratio(per_round((dkey, "raw"), (dkey, "llmchat"))),
+                _ratio(per_round((dkey, "raw"), (dkey, "llmchat stdlib"))),
+                _ratio(per_round((dkey, "sdk"), (dkey, "llmchat"))),
+                _ratio(per_round((dkey, "litellm"), (dkey, "llmchat"))),
             ]
         )
     stream_header = [
@@ -1299,7 +1388,8 @@ def main(argv: list[str] | None = None) -> int:
     markdown = [
         stamp(),
         "",
-        "One `llmchat.testing.ScriptedServer` serves every wire on loopback, routed by path "
+        "One server in its own process (`bench/_stream_server.py`, playing `llmchat.testing` "
+        "Replies) serves every wire on loopback, routed by path "
         "(`/v1/chat/completions`, `/v1/messages`, `/api/chat`, "
         "`/v1beta/models/{m}:streamGenerateContent?alt=sse`"
         + (", `/v1/responses`" if with_responses else "")
@@ -1330,22 +1420,32 @@ def main(argv: list[str] | None = None) -> int:
         "client of every dialect in turn, after one warm-up stream each. Every stream's result "
         "was checked untimed at the end of its round (the text equals the expected text; for "
         "llmchat also `is_success` and `completion_tokens` = "
-        f"{FRAMES:,} from the dialect's usage) and dropped, then `gc.collect()` ran "
+        f"{frames:,} from the dialect's usage) and dropped, then `gc.collect()` ran "
         f"({total_streams:,} streams checked). A failed check or an exception is counted in "
-        "`errors` (failed / checked), never dropped. `x floor speed` is the client's "
-        "frames/s over the raw floor's for the same dialect; `llmchat x this` is llmchat's "
-        "frames/s over the client's. `rounds' range` is the fastest and slowest of the timed "
-        "rounds: with one chunk per event every event wakes the reader (and, for llmchat, the "
-        "consumer) once, so the figures follow the scheduling of the server's, the reader's "
-        "and the consumer's threads on 2 cores and move by tens of percent from round to "
-        "round; compare rows within a dialect, and read differences between dialects of "
-        "less than the range as noise. " + _parser_note(versions),
+        "`errors` (failed / checked), never dropped. `x floor speed` is the median over "
+        "rounds of the raw floor's time for the same dialect over the client's in that round "
+        "(its speed over the floor's); `llmchat x this` is the median over rounds of the "
+        "client's time over llmchat's. Each round's contenders run back to back, so a burst "
+        "of load elsewhere moves a round's figures together and its ratios much less. "
+        "`rounds' range` is the fastest and slowest of the timed rounds. The server runs in "
+        "its own process (`bench/_stream_server.py`), so no client shares its interpreter "
+        "or GIL. " + _parser_note(versions),
         "",
         table(stream_header, stream_rows),
         "",
         "Summary, llmchat per dialect (frames/s, and its speed over each peer's):",
         "",
-        table(["dialect", "llmchat frames / s", "x floor", "x SDK", "x litellm"], summary),
+        table(
+            [
+                "dialect",
+                "llmchat frames / s",
+                "x floor",
+                "stdlib parser: x floor",
+                "x SDK",
+                "x litellm",
+            ],
+            summary,
+        ),
         "",
         "The raw floor does the least a client can: `requests` with `stream=True`, "
         "`raw.read1`, split on the wire's event separator (`\\n\\n`, Gemini's `\\r\\n\\r\\n`, "

@@ -1,14 +1,17 @@
 """Time llmchat's streaming path on loopback: frames/s, per-chunk latency and cancel latency.
 
-Three measurements against `llmchat.testing.ScriptedServer`, in one run:
+Three measurements in one run:
 
-1. Throughput: a llama.cpp-shaped stream of 2,000 ``chat.completion.chunk``
+1. Throughput, against a server in its own process (`_stream_server.py`): a
+   llama.cpp-shaped stream of 20,000 ``chat.completion.chunk``
    events (a ~4-character content delta each), then the finish chunk, a usage
    event and ``[DONE]``, built once and sent one HTTP chunk per event, as real
    servers write it. llmchat (`chat_completion_stream`, every chunk consumed;
-   with orjson when installed, and with the stdlib parser), a raw floor
+   with orjson when installed, and with the stdlib parser in a child process
+   started with ``LLMCHAT_JSON=stdlib``), a raw floor
    (`requests` + ``read1`` + split + `json.loads`), the openai SDK and litellm,
-   the median of interleaved rounds. Then the same body in 64 KiB writes
+   interleaved round by round; each row's ratio to the floor is the median of
+   the per-round ratios. Then the same body in 64 KiB writes
    (hundreds of frames per read), for llmchat and the floor.
 2. Added per-chunk latency: 200 frames, one write each, 5 ms apart; the time
    from the server's write of frame i to chunk i reaching the consumer, on a
@@ -18,7 +21,7 @@ Three measurements against `llmchat.testing.ScriptedServer`, in one run:
    `stream.close()` mid-stream for comparison.
 
     python bench/bench_stream.py [--rounds N] [--latency-streams M] [--cancel-trials K]
-                                 [--profile] [--no-write]
+                                 [--frames F] [--quick] [--profile] [--no-write]
 """
 
 from __future__ import annotations
