@@ -23,6 +23,7 @@ SCRIPTS = (
     "bench_keepalive.py",
     "bench_dialects.py",
     "bench_proxy.py",
+    "bench_proxy_cpu.py",  # the proxy in its own process: CPU per delta, at 1 and 32 streams
     "bench_ops.py",
     "bench_proxy_load.py",  # several minutes; LiteLLM's proxy needs the bench extra
     "bench_memory.py",
