@@ -16,7 +16,8 @@ The child side:
 returns what it read, `check(result)` returns None or what is wrong with it
 (called outside the timing). The child prints ``@@bench ready {...}``, then for
 each line ``N`` on its stdin runs N streams and prints ``@@bench {"seconds": …,
-"cpu": …, "errors": [...]}`` (per stream); EOF ends it.
+"cpu": …, "errors": [...], "results": [...]}`` (seconds and CPU per stream; the
+results `run` returned that are dicts); EOF ends it.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class ChildContender:
         """Process CPU seconds (user + system, every thread) of each stream."""
         self.errors: list[str] = []
         self.streams = 0
+        self.last: list[Any] = []
+        """What the last call's streams returned, where `run` returned a dict."""
         self.info: dict[str, Any] = self._read()
 
     def _read(self) -> dict[str, Any]:
@@ -131,6 +134,7 @@ class ChildContender:
         self.streams += count
         self.cpu.append(report["cpu"])
         self.errors += report["errors"]
+        self.last = report["results"]
         return Elapsed(report["seconds"])
 
     def close(self) -> None:
@@ -163,7 +167,12 @@ def main() -> int:
             results.append(run())
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         errors = [problem for problem in map(check, results) if problem is not None]
-        report = {"seconds": seconds / count, "cpu": cpu / count, "errors": errors}
+        report = {
+            "seconds": seconds / count,
+            "cpu": cpu / count,
+            "errors": errors,
+            "results": [result for result in results if type(result) is dict],
+        }
         print(MARK + json.dumps(report), flush=True)
     return 0
 

@@ -9,7 +9,7 @@ the client's own CPU, reported as a share of the generation's wall time (the
 CPU the client takes away from a server sharing its machine).
 
     pip install -e ".[real,bench]"
-    python bench/bench_real_llamacpp.py [--no-write] [--rounds N] [--tokens N]
+    python bench/bench_real_llamacpp.py [--no-write] [--rounds N] [--tokens N] [--quick]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _child_client import ChildContender
 from _report import (
     BENCHMARKS_MD,
     NOT_INSTALLED,
@@ -32,7 +33,6 @@ from _report import (
     package_versions,
     stamp,
     table,
-    with_stdlib_json,
     write_section,
 )
 
@@ -177,6 +177,40 @@ def litellm_client(url: str, max_tokens: int) -> Callable[[Callable[[], None]], 
     return run
 
 
+CLIENTS = {
+    "llmchat": llmchat_client,
+    "llmchat stdlib": llmchat_client,
+    "raw": raw_client,
+    "openai": openai_client,
+    "litellm": litellm_client,
+}
+
+
+def child(
+    kind: str, url: str, tokens: int
+) -> tuple[Callable[[], Any], Callable[[Any], str | None]]:
+    """In a child process (`_child_client`): one client, each stream timed there."""
+    run = CLIENTS[kind](url, tokens)
+    assert run is not None, kind
+
+    def stream() -> dict[str, float]:
+        outcome = timed(run)
+        return vars(outcome)
+
+    def check(result: dict[str, float]) -> str | None:
+        return None if result["tokens"] > 0 else f"{kind}: no tokens"
+
+    return stream, check
+
+
+def installed(kind: str) -> bool:
+    """Whether the client `kind` can run here (its SDK is installed)."""
+    import importlib.util
+
+    sdk = {"openai": "openai", "litellm": "litellm"}.get(kind)
+    return sdk is None or importlib.util.find_spec(sdk) is not None
+
+
 def start_server() -> Any:
     from tests.real.server import LlamaServer, find_binary
     from tests.real.tiny_model import tiny_model_path
@@ -210,26 +244,42 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tokens", type=int, default=512)
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 2 rounds of 64 tokens; never writes"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.tokens, args.no_write = 2, 64, True
 
     server = start_server()
+    # Every client in a child process of its own: its CPU per stream is that
+    # process's alone (litellm's logging threads included, nobody else's).
+    children: dict[str, ChildContender] = {}
+    clients = dict.fromkeys(CLIENTS, False)
     try:
-        mine = llmchat_client(server.url, args.tokens)
-        clients: dict[str, Callable[[Callable[[], None]], int] | None] = {
-            "llmchat": mine,
-            "llmchat stdlib": with_stdlib_json(mine) if json_parsers_differ() else None,
-            "raw": raw_client(server.url, args.tokens),
-            "openai": openai_client(server.url, args.tokens),
-            "litellm": litellm_client(server.url, args.tokens),
-        }
-        ready = {name: run for name, run in clients.items() if run is not None}
-        for run in ready.values():  # warm-up: connections, imports, the prompt cache
-            timed(run)
-        results: dict[str, list[Outcome]] = {name: [] for name in ready}
+        for name in CLIENTS:
+            if name == "llmchat stdlib" and not json_parsers_differ():
+                continue
+            if not installed(name):
+                continue
+            env = {"LLMCHAT_JSON": "stdlib"} if name == "llmchat stdlib" else {}
+            kind = {"url": server.url, "tokens": args.tokens}
+            children[name] = ChildContender(
+                "bench_real_llamacpp:child", {"kind": name, **kind}, env
+            )
+            clients[name] = True
+        for contender in children.values():  # warm-up: connections, imports, the prompt cache
+            contender()
+        results: dict[str, list[Outcome]] = {name: [] for name in children}
         for _ in range(args.rounds):
-            for name, run in ready.items():
-                results[name].append(timed(run))
+            for name, contender in children.items():
+                contender()
+                results[name].append(Outcome(**contender.last[0]))
+        for name, contender in children.items():
+            assert not contender.errors, (name, contender.errors)
     finally:
+        for contender in children.values():
+            contender.close()
         server.stop()
 
     summary = {name: summarize(outcomes) for name, outcomes in results.items()}
@@ -249,7 +299,7 @@ def main() -> None:
         if name == "llmchat stdlib" and name not in summary:
             continue  # orjson is not installed: the llmchat row is the stdlib's
         if name not in summary:
-            rows.append([labels[name], NOT_INSTALLED, "", "", "", "", ""])
+            rows.append([f"{labels[name]}: {NOT_INSTALLED}", "", "", "", "", "", ""])
             continue
         s = summary[name]
         rows.append(
@@ -294,9 +344,11 @@ def main() -> None:
             f"-t 2`, chatml), the same prompt and `max_tokens={args.tokens}` (the model never "
             "stops early: every stream is that long) for every client, `include_usage` on. "
             f"Medians of {args.rounds} interleaved rounds after one warm-up stream each. "
-            "Client CPU is `time.process_time()` of the benchmark process across the stream "
-            "(the server is another process), so it includes llmchat's reader thread and any "
-            "background threads a client starts.",
+            "Every client runs in a child process of its own (`bench/_child_client.py`; the "
+            "stdlib-parser llmchat with `LLMCHAT_JSON=stdlib`): client CPU is "
+            "`time.process_time()` of that process across the stream (the server is another "
+            "process), so it includes llmchat's reader thread and any background threads a "
+            "client starts, and no other client's.",
             "",
             report,
             "",
