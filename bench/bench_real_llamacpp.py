@@ -326,7 +326,7 @@ def main() -> None:
         "client",
         "tokens/s",
         "first chunk ms",
-        "client CPU ms / stream",
+        f"client CPU ms / {args.tokens}-token stream",
         "CPU share of wall",
         "CPU x floor",
         "CPU x llmchat",
