@@ -85,6 +85,8 @@ class StreamServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def __enter__(self) -> StreamServer:
         return self
@@ -146,6 +148,8 @@ class ChildContender:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 # -- the child's side ----------------------------------------------------------------
