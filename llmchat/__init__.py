@@ -1,6 +1,7 @@
 """llmchat: a synchronous, exact toolkit for OpenAI-compatible chat servers.
 
-This module only re-exports the public names; each lives in its own module.
+This module only re-exports the public names, each imported from its own module
+when first named (`_lazy`), so `import llmchat` itself stays cheap.
 
 Words the code uses, one line each:
 
@@ -21,22 +22,49 @@ Words the code uses, one line each:
 
 from __future__ import annotations
 
-from . import wire_json
 from ._version import __version__ as __version__
-from .backends.anthropic import Anthropic
-from .backends.gemini import Gemini
-from .backends.koboldcpp import KoboldCpp
-from .backends.mock import MockBackend
-from .backends.ollama import Ollama
-from .backends.openai_common import OpenAICommon
-from .backends.openrouter import OpenRouter
-from .backends.responses import OpenAIResponses
-from .chunk import Chunk
-from .errors import LLMChatError
-from .messages import Message, normalize_messages
-from .response import Response
-from .settings import Settings
-from .tools import ToolCall
+
+# `typing.TYPE_CHECKING` without importing typing, which `import llmchat` alone
+# need not load; type checkers treat any constant of this name as True.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import wire_json
+    from .backends.anthropic import Anthropic
+    from .backends.gemini import Gemini
+    from .backends.koboldcpp import KoboldCpp
+    from .backends.mock import MockBackend
+    from .backends.ollama import Ollama
+    from .backends.openai_common import OpenAICommon
+    from .backends.openrouter import OpenRouter
+    from .backends.responses import OpenAIResponses
+    from .chunk import Chunk
+    from .errors import LLMChatError
+    from .messages import Message, normalize_messages
+    from .response import Response
+    from .settings import Settings
+    from .tools import ToolCall
+
+_HOMES = {
+    "Anthropic": ".backends.anthropic",
+    "Chunk": ".chunk",
+    "Gemini": ".backends.gemini",
+    "KoboldCpp": ".backends.koboldcpp",
+    "LLMChatError": ".errors",
+    "Message": ".messages",
+    "MockBackend": ".backends.mock",
+    "Ollama": ".backends.ollama",
+    "OpenAICommon": ".backends.openai_common",
+    "OpenAIResponses": ".backends.responses",
+    "OpenRouter": ".backends.openrouter",
+    "Response": ".response",
+    "Settings": ".settings",
+    "ToolCall": ".tools",
+    "normalize_messages": ".messages",
+    "wire_json": ".wire_json",
+}
+"""Each public name's home module. Nothing is imported until it is named: a
+script that uses `OpenAICommon` never loads the other dialects' backends,
+and ``import llmchat`` alone loads no HTTP stack (`_lazy`)."""
 
 __all__ = [
     "Anthropic",
@@ -56,3 +84,9 @@ __all__ = [
     "normalize_messages",
     "wire_json",
 ]
+
+if not TYPE_CHECKING:  # a type checker sees the imports above instead
+    from ._lazy import exports
+
+    __getattr__, __dir__ = exports(__name__, _HOMES)
+    del exports

@@ -27,6 +27,9 @@ comes from a server llmchat does not trust (spec: HOSTILE JSON):
 ``LLMCHAT_JSON`` picks the parser when llmchat is imported: unset, empty or
 ``auto`` (orjson if installed), ``stdlib``, or ``orjson`` (an ImportError when
 it is not installed). `use` switches at run time (tests and benchmarks).
+Under ``auto``, orjson is imported at the first parse, not with this module:
+it loads ``uuid``, ``platform`` and more, which a script that parses nothing
+(``llmchat --help``, an import) should not pay for.
 """
 
 from __future__ import annotations
@@ -44,11 +47,22 @@ MAX_DEPTH: Final = 256
 """Deepest nesting of arrays and objects read; no provider sends more than a few dozen."""
 _CHOICES: Final = ("auto", "stdlib", "orjson")
 
-_orjson: Any
-try:
-    import orjson as _orjson
-except ImportError:  # the `fast` extra is not installed
-    _orjson = None
+_NOT_LOADED: Final[Any] = object()
+_orjson: Any = _NOT_LOADED
+"""The orjson module; None when it is not installed; `_NOT_LOADED` until first needed."""
+
+
+def _orjson_module() -> Any:
+    """orjson, imported on first use, or None when the `fast` extra is not installed."""
+    global _orjson
+    if _orjson is _NOT_LOADED:
+        module: Any
+        try:
+            import orjson as module
+        except ImportError:
+            module = None
+        _orjson = module
+    return _orjson
 
 
 def _stdlib_loads(text: str) -> Any:
@@ -156,7 +170,7 @@ def _make_orjson_loads(parse: Callable[[bytes], Any]) -> Callable[[str], Any]:
 
 def available() -> bool:
     """True when orjson is installed."""
-    return _orjson is not None
+    return _orjson_module() is not None
 
 
 def use(name: str) -> None:
@@ -168,22 +182,35 @@ def use(name: str) -> None:
     global loads, _active
     if name not in _CHOICES:
         raise ValueError(f"{ENV_VAR} must be one of {', '.join(_CHOICES)}; got {name!r}")
-    if name == "orjson" and _orjson is None:
+    orjson = None if name == "stdlib" else _orjson_module()
+    if name == "orjson" and orjson is None:
         raise ImportError(
             f"{ENV_VAR}=orjson, but orjson is not installed (pip install llmchat[fast])"
         )
-    if name == "stdlib" or _orjson is None:
+    if orjson is None:
         loads, _active = _guarded(_stdlib_loads), "stdlib"
     else:
-        loads, _active = _guarded(_make_orjson_loads(_orjson.loads)), "orjson"
+        loads, _active = _guarded(_make_orjson_loads(orjson.loads)), "orjson"
+
+
+def _auto_loads(text: str) -> Any:
+    """`loads` under ``auto`` until the first parse: pick the parser (importing orjson), parse."""
+    use("auto")
+    return loads(text)
 
 
 def active() -> str:
     """The parser in use: ``"orjson"`` or ``"stdlib"``."""
+    if loads is _auto_loads:
+        use("auto")
     return _active
 
 
 loads: Callable[[str], Any] = _stdlib_loads
 """Parse one JSON document as `json.loads` does (the same value, or a ValueError)."""
 _active = "stdlib"
-use(os.environ.get(ENV_VAR, "").strip().lower() or "auto")
+_choice = os.environ.get(ENV_VAR, "").strip().lower() or "auto"
+if _choice == "auto":
+    loads = _auto_loads
+else:
+    use(_choice)  # a named parser is checked, and orjson imported, now

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -49,6 +50,81 @@ def test_import_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _modules_loaded_by(code: str) -> set[str]:
+    """The modules a fresh interpreter has after running `code`, beyond bare start-up."""
+    show = "import sys; print('\\n'.join(sys.modules))"
+    found: list[set[str]] = []
+    for run in ("", code):
+        done = subprocess.run(
+            [sys.executable, "-c", f"{run}\n{show}"], capture_output=True, text=True, check=True
+        )
+        found.append(set(done.stdout.split()))
+    start_up, loaded = found
+    return loaded - start_up
+
+
+def test_import_llmchat_loads_only_the_package() -> None:
+    """`import llmchat` names nothing, so it loads no backend, transport or requests."""
+    assert _modules_loaded_by("import llmchat") == {"llmchat", "llmchat._lazy", "llmchat._version"}
+
+
+# What each dialect backend brings of its own (its dialect's modules); no other
+# backend may load it. The OpenAI modules are everyone's (the base class).
+_OWN = {
+    "Anthropic": ("llmchat.backends.anthropic", "llmchat.dialects.anthropic"),
+    "Gemini": ("llmchat.backends.gemini", "llmchat.dialects.gemini"),
+    "Ollama": ("llmchat.backends.ollama", "llmchat.dialects.ollama"),
+    "OpenAIResponses": ("llmchat.backends.responses", "llmchat.dialects.responses"),
+    "OpenAICommon": (),
+}
+_NEVER_AT_IMPORT = ("orjson", "jsonschema", "jinja2", "llmchat.proxy", "llmchat.transport.mock")
+
+
+@pytest.mark.parametrize("name", sorted(_OWN))
+def test_a_backend_loads_no_other_dialect(name: str) -> None:
+    loaded = _modules_loaded_by(f"from llmchat import {name}")
+    assert {*_OWN[name], "requests", "llmchat.backends.openai_common"} <= loaded
+    others = [prefix for other, own in _OWN.items() if other != name for prefix in own]
+    for prefix in [*others, *_NEVER_AT_IMPORT]:
+        assert not any(m == prefix or m.startswith((f"{prefix}.", f"{prefix}_")) for m in loaded), (
+            f"from llmchat import {name} loads {prefix}"
+        )
+
+
+def _lazy_packages() -> list[tuple[str, dict[str, str]]]:
+    import llmchat.backends
+    import llmchat.transport
+
+    mock_names = dict.fromkeys(llmchat.transport._MOCK_NAMES, ".mock")
+    return [
+        ("llmchat", llmchat._HOMES),
+        ("llmchat.backends", llmchat.backends._HOMES),
+        ("llmchat.transport", mock_names),
+    ]
+
+
+@pytest.mark.parametrize(("package", "homes"), _lazy_packages())
+def test_each_lazy_name_resolves_to_its_home(package: str, homes: dict[str, str]) -> None:
+    """Every lazily exported name is its home module's object, listed by `dir()`."""
+    module = importlib.import_module(package)
+    assert set(homes) <= set(module.__all__)
+    if package != "llmchat.transport":  # its eager names are in __all__ too
+        assert set(homes) == set(module.__all__)
+    assert set(module.__all__) <= set(dir(module))
+    for name, home in homes.items():
+        source = importlib.import_module(home, package)
+        expected = source if home.endswith(f".{name}") else getattr(source, name)
+        assert getattr(module, name) is expected, name
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'Nope'"):
+        _ = module.Nope
+
+
+def test_star_import_gets_every_public_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from llmchat import *", namespace)
+    assert set(llmchat.__all__) <= set(namespace)
 
 
 def test_proxy_and_translators_have_the_api_md_shapes() -> None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -242,3 +245,41 @@ def test_use_orjson_without_it_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     finally:
         monkeypatch.undo()
         fastjson.use(before)
+
+
+def _in_fresh_interpreter(code: str, choice: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != fastjson.ENV_VAR}
+    if choice is not None:
+        env[fastjson.ENV_VAR] = choice
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+_FIRST_PARSE = (
+    "import sys; from llmchat import fastjson; before = 'orjson' in sys.modules; "
+    "value = fastjson.loads('[1]'); "
+    "print(before, 'orjson' in sys.modules, fastjson.active(), value)"
+)
+
+
+@pytest.mark.parametrize("choice", [None, "auto"])
+def test_auto_imports_orjson_at_the_first_parse(choice: str | None) -> None:
+    """Under ``auto`` the import costs nothing of orjson's; the first parse picks the parser."""
+    done = _in_fresh_interpreter(_FIRST_PARSE, choice)
+    assert done.returncode == 0, done.stderr
+    parser = "orjson" if fastjson.available() else "stdlib"
+    assert done.stdout.split() == ["False", str(parser == "orjson"), parser, "[1]"]
+
+
+def test_active_names_the_parser_before_any_parse() -> None:
+    code = "from llmchat import fastjson; print(fastjson.active())"
+    done = _in_fresh_interpreter(code, None)
+    assert done.stdout.strip() == ("orjson" if fastjson.available() else "stdlib"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("choice", "error"), [("simdjson", "ValueError: LLMCHAT_JSON must be one of"), ("stdlib", "")]
+)
+def test_a_named_parser_is_checked_at_import(choice: str, error: str) -> None:
+    done = _in_fresh_interpreter("from llmchat import fastjson", choice)
+    assert (done.returncode != 0) == bool(error)
+    assert error in done.stderr

@@ -5,8 +5,10 @@ rather than each overriding `_build_chat_body`, it names its builder here as
 a class attribute, and the one `_build_chat_body` calls it. A builder gets
 the backend (for its class attributes) and a `ChatParts`, and returns a new
 body dict; it must raise `ValueError`/`TypeError` naming the field for input
-it cannot send. The default, the OpenAI body, is `_hooks`' (beside the
-builder it calls), so this module imports no backend module.
+it cannot send. This module holds only the types: the default, the OpenAI
+body, is `_hooks`' (beside the builder it calls), and each dialect backend's
+builder lives in its own module (`anthropic`, `gemini`, `ollama`,
+`responses`), so `OpenAICommon` loads no other dialect's request code.
 """
 
 from __future__ import annotations
@@ -14,12 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from ..dialects.gemini_request import build_request
-from ..dialects.ollama_request import chat_body
-from ..dialects.responses_request import responses_body
 from ..messages import Message
 
-__all__ = ["BodyHost", "ChatBodyBuilder", "ChatParts", "gemini", "ollama", "responses"]
+__all__ = ["BodyHost", "ChatBodyBuilder", "ChatParts"]
 
 
 class ChatParts(NamedTuple):
@@ -46,22 +45,3 @@ class ChatBodyBuilder(Protocol):
     """The type of `OpenAICommon.body_builder` (set it as ``staticmethod(fn)``)."""
 
     def __call__(self, backend: BodyHost, parts: ChatParts) -> dict[str, Any]: ...
-
-
-def gemini(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
-    """The ``generateContent`` body (`build_request`; the mode is in the route)."""
-    return build_request(parts.history, parts.members, parts.tools, parts.tool_choice)
-
-
-def responses(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
-    """The ``/responses`` body (`responses_body`)."""
-    history, members, tools, tool_choice, stream = parts
-    model = members.pop("model", None)
-    return responses_body(history, members, tools, tool_choice, model=model, stream=stream)
-
-
-def ollama(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
-    """The ``/api/chat`` body (`chat_body`)."""
-    history, members, tools, tool_choice, stream = parts
-    model = members.pop("model", None)
-    return chat_body(history, members, tools, tool_choice, model, stream)

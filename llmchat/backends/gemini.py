@@ -17,9 +17,9 @@ from typing import Any, ClassVar, Final
 from ..counts import is_positive_int
 from ..dialects.base import Dialect
 from ..dialects.gemini import GeminiContent as GeminiDialect
+from ..dialects.gemini_request import build_request
 from ..errors import InvalidArgumentError, InvalidTypeError
-from . import _bodies
-from ._bodies import ChatBodyBuilder
+from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
 from ._request import USER_AGENT
 from .openai_common import OpenAICommon
 
@@ -46,6 +46,11 @@ def model_resource(model: Any) -> str:
     return model if model.startswith(_RESOURCE_PREFIXES) else f"models/{model}"
 
 
+def _generate_content_body(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The ``generateContent`` body (`build_request`; the mode is in the route)."""
+    return build_request(parts.history, parts.members, parts.tools, parts.tool_choice)
+
+
 class Gemini(OpenAICommon):
     """The Gemini API backend: Gemini's wire, OpenAICommon's verbs, Response and hooks.
 
@@ -63,7 +68,7 @@ class Gemini(OpenAICommon):
     text_dialect: ClassVar[type[Dialect] | None] = None
     send_include_usage: ClassVar[bool] = False
     probe_source: ClassVar[str] = "gemini"
-    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.gemini)
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_generate_content_body)
     default_api_url: ClassVar[str | None] = DEFAULT_API_URL
     api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from ..counts import is_positive_int
 from ..dialects.base import LLAMA_CPP_SETTINGS, Dialect
 from ..dialects.ollama import OllamaChat, OllamaGenerate
-from ..dialects.ollama_request import generate_body, prompt_parts
+from ..dialects.ollama_request import chat_body, generate_body, prompt_parts
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..messages import MessageLike
 from ..response import Response
 from ..settings import Settings
-from . import _bodies
-from ._bodies import ChatBodyBuilder
+from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
 from .openai_common import OpenAICommon, WireRequest
 from .options import CommonOptions
 
@@ -52,6 +51,13 @@ _TIMING: Final = (
 _NUM_CTX: Final = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 
 
+def _chat_body(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The ``/api/chat`` body (`chat_body`)."""
+    history, members, tools, tool_choice, stream = parts
+    model = members.pop("model", None)
+    return chat_body(history, members, tools, tool_choice, model, stream)
+
+
 class Ollama(OpenAICommon):
     """A backend for Ollama's native API (default ``http://127.0.0.1:11434``, no ``/v1``).
 
@@ -76,7 +82,7 @@ class Ollama(OpenAICommon):
     chat_path: ClassVar[str] = "/api/chat"
     text_path: ClassVar[str] = "/api/generate"
     probe_source: ClassVar[str] = "ollama"
-    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.ollama)
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_chat_body)
     default_api_url: ClassVar[str | None] = DEFAULT_API_URL
     api_key_env: ClassVar[tuple[str, ...]] = (API_KEY_ENV,)
 

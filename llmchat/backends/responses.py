@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Final
 from ..counts import is_positive_int
 from ..dialects.base import LLAMA_CPP_SETTINGS, OPENAI_ONLY_SAMPLERS, Dialect
 from ..dialects.responses import ResponsesDialect
+from ..dialects.responses_request import responses_body
 from ..response import Response
-from . import _bodies
-from ._bodies import ChatBodyBuilder
+from ._bodies import BodyHost, ChatBodyBuilder, ChatParts
 from .openai_common import OpenAICommon
 
 __all__ = ["DEFAULT_API_URL", "OpenAIResponses"]
@@ -35,6 +35,13 @@ _NOT_IN_THE_API: Final = (
     "reasoning_budget_tokens",
     *LLAMA_CPP_SETTINGS,
 )
+
+
+def _responses_body(backend: BodyHost, parts: ChatParts) -> dict[str, Any]:
+    """The ``/responses`` body (`responses_body`)."""
+    history, members, tools, tool_choice, stream = parts
+    model = members.pop("model", None)
+    return responses_body(history, members, tools, tool_choice, model=model, stream=stream)
 
 
 class OpenAIResponses(OpenAICommon):
@@ -58,7 +65,7 @@ class OpenAIResponses(OpenAICommon):
     chat_path: ClassVar[str] = "/responses"
     send_include_usage: ClassVar[bool] = False  # usage comes on response.completed
     setting_field_names: ClassVar[Mapping[str, str | None]] = dict.fromkeys(_NOT_IN_THE_API)
-    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_bodies.responses)
+    body_builder: ClassVar[ChatBodyBuilder] = staticmethod(_responses_body)
     default_api_url: ClassVar[str | None] = DEFAULT_API_URL
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 
