@@ -368,6 +368,33 @@ def print_report(mode: str, result: dict[str, Any]) -> None:
             print(f"| `{site}` | {count:.2f} |")
 
 
+def timed_rounds(url: str, frames: int, rounds: int) -> dict[str, float]:
+    """Wall-clock frames/s of llmchat and the floor, interleaved; the median round ratio.
+
+    A timing, unlike the counts: only meaningful on a quiet machine.
+    """
+    import statistics
+    import time
+
+    stream = frames_of(frames)
+    readers = {"llmchat": llmchat_reader(url, stream), "floor": floor_reader(url, stream)}
+    for read in readers.values():
+        read()
+    ratios: list[float] = []
+    rates: dict[str, list[float]] = {name: [] for name in readers}
+    for _ in range(rounds):
+        for name, read in readers.items():
+            start = time.perf_counter()
+            read()
+            rates[name].append(frames / (time.perf_counter() - start))
+        ratios.append(rates["llmchat"][-1] / rates["floor"][-1])
+    return {
+        "llmchat_fps": statistics.median(rates["llmchat"]),
+        "floor_fps": statistics.median(rates["floor"]),
+        "ratio": statistics.median(ratios),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=FRAMES)
@@ -375,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="socket,mock,floor")
     parser.add_argument("--parser", choices=("stdlib", "orjson"), default="stdlib")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--time", type=int, default=0, metavar="ROUNDS", help="also time llmchat against the floor"
+    )
     parser.add_argument("--serve", nargs="+", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -398,6 +428,17 @@ def main(argv: list[str] | None = None) -> int:
             make, urls = readers[mode]
             results[mode] = per_frame(make, urls, frames)
             print_report(mode, results[mode])
+        if args.time:
+            server_time = server or ServerProcess([frames, 0])
+            timing = timed_rounds(server_time.urls[0], frames, args.time)
+            results["timing"] = timing
+            print(
+                f"\n## timing ({args.time} interleaved rounds, median; a quiet machine only): "
+                f"llmchat {timing['llmchat_fps']:,.0f} frames/s, floor "
+                f"{timing['floor_fps']:,.0f} frames/s, ratio {timing['ratio']:.2f}x"
+            )
+            if server is None:
+                server_time.close()
     finally:
         if server is not None:
             server.close()
