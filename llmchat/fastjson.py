@@ -168,6 +168,51 @@ def _make_orjson_loads(parse: Callable[[bytes], Any]) -> Callable[[str], Any]:
     return orjson_loads
 
 
+# What ``raw_decode`` calls (the C scanner when the stdlib has it): one value at an index.
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _lean(
+    guarded: Callable[[str], Any], parse: Callable[[bytes], Any] | None
+) -> Callable[[str], Any]:
+    """`guarded`, with the common document read in one Python frame (it runs per token).
+
+    The common document: no leading whitespace, nothing after the value, no
+    backslash, short. It is parsed by the stdlib's C scanner (what
+    ``raw_decode`` calls), or by orjson when `parse` is given; the depth and
+    UTF-8 rules cannot apply to it (too short to be too deep, no escape).
+    Anything else, and any failure, goes through `guarded`, so the value or
+    the error is the same.
+    """
+    limit = 2 * MAX_DEPTH
+
+    if parse is None:
+
+        def loads(text: str) -> Any:
+            if len(text) <= limit and "\\" not in text:
+                try:
+                    value, end = _scan_once(text, 0)
+                except (ValueError, StopIteration, RecursionError):
+                    return guarded(text)
+                if end == len(text):
+                    return value
+            return guarded(text)
+
+        return loads
+
+    def orjson_loads(text: str) -> Any:
+        if len(text) <= limit and "\\" not in text:
+            try:
+                data = text.encode()
+                if _LONG_RUN not in data.translate(_DIGITS_TO_ZERO):
+                    return parse(data)
+            except Exception:  # refused by orjson: the stdlib's value, or its error
+                pass
+        return guarded(text)
+
+    return orjson_loads
+
+
 def available() -> bool:
     """True when orjson is installed."""
     return _orjson_module() is not None
@@ -188,9 +233,10 @@ def use(name: str) -> None:
             f"{ENV_VAR}=orjson, but orjson is not installed (pip install llmchat[fast])"
         )
     if orjson is None:
-        loads, _active = _guarded(_stdlib_loads), "stdlib"
+        loads, _active = _lean(_guarded(_stdlib_loads), None), "stdlib"
     else:
-        loads, _active = _guarded(_make_orjson_loads(orjson.loads)), "orjson"
+        orjson_loads = _make_orjson_loads(orjson.loads)
+        loads, _active = _lean(_guarded(orjson_loads), orjson.loads), "orjson"
 
 
 def _auto_loads(text: str) -> Any:

@@ -17,6 +17,9 @@ never occurs inside a UTF-8 multibyte sequence); a line that is not UTF-8 is
 or one of only spaces, tabs and CRs (JSON whitespace), is skipped. One
 leading UTF-8 BOM is stripped, as `SSEDecoder` does (`json.loads` rejects it).
 
+`feed_data` is `feed` with each line's event as its text alone (a `str`),
+as `SSEDecoder.feed_data` gives it: the runner's feed.
+
 `NDJSONDecoder(max_event_bytes=N)` bounds one line: a line, or a partial line
 still being buffered, longer than N bytes (its LF not counted) raises
 `EventTooLarge` at once, carrying the events completed before it in that
@@ -25,9 +28,10 @@ feed, exactly as `SSEDecoder` does.
 
 from __future__ import annotations
 
-from typing import Final
+import functools
+from typing import Final, cast
 
-from .sse import EventTooLarge, SSEEvent, feed_collecting
+from .sse import EventTooLarge, LeanEvent, SSEEvent, feed_collecting
 
 __all__ = ["NDJSONDecoder"]
 
@@ -45,6 +49,7 @@ class NDJSONDecoder:
         self._max = max_event_bytes
         self._partial = bytearray()  # the line still open: no LF seen yet
         self._lead: bytes | None = b""  # the body's first bytes while they may be a BOM
+        self._feed_lean = functools.partial(self._feed, lean=True)
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Return one event per line that `data` completes (blank lines give none).
@@ -52,9 +57,14 @@ class NDJSONDecoder:
         Raises `EventTooLarge` when a line passes `max_event_bytes`; the
         decoder is then spent (feed it no more).
         """
-        return feed_collecting(self._feed, data)
+        # Without `lean`, every event `_feed` makes is an SSEEvent.
+        return cast("list[SSEEvent]", feed_collecting(self._feed, data))
 
-    def _feed(self, data: bytes, out: list[SSEEvent]) -> None:
+    def feed_data(self, data: bytes) -> list[LeanEvent]:
+        """`feed`, with each decodable line's event as its text (`SSEDecoder.feed_data`)."""
+        return feed_collecting(self._feed_lean, data)
+
+    def _feed(self, data: bytes, out: list[LeanEvent], lean: bool = False) -> None:
         if self._lead is not None:
             data = self._skip_bom(data)
         end = data.rfind(b"\n")
@@ -66,7 +76,7 @@ class NDJSONDecoder:
             self._partial += head
             head = bytes(self._partial)
             self._partial.clear()
-        self._lines(head, out)
+        self._lines(head, out, lean)
         if end + 1 < len(data):
             self._buffer(data[end + 1 :])
 
@@ -85,7 +95,7 @@ class NDJSONDecoder:
         if self._max is not None and len(self._partial) > self._max:
             raise EventTooLarge(self._max)
 
-    def _lines(self, head: bytes, out: list[SSEEvent]) -> None:
+    def _lines(self, head: bytes, out: list[LeanEvent], lean: bool) -> None:
         """Complete lines joined by LF: one decode for the lot when it can be.
 
         Decoding the whole run at once gives the same text as decoding each
@@ -99,7 +109,7 @@ class NDJSONDecoder:
             except UnicodeDecodeError:
                 pass
             else:
-                self._text_lines(text, out)
+                self._text_lines(text, out, lean)
                 return
         for line in head.split(b"\n"):
             if self._max is not None and len(line) > self._max:
@@ -109,17 +119,17 @@ class NDJSONDecoder:
             except UnicodeDecodeError:
                 out.append(SSEEvent(undecodable=True))
                 continue
-            self._text_lines(text, out)
+            self._text_lines(text, out, lean)
 
     @staticmethod
-    def _text_lines(text: str, out: list[SSEEvent]) -> None:
+    def _text_lines(text: str, out: list[LeanEvent], lean: bool) -> None:
         has_cr = "\r" in text
         for line in text.split("\n"):
             if not line.strip(_BLANK):
                 continue
             if has_cr and line[-1] == "\r":
                 line = line[:-1]
-            out.append(SSEEvent(line))
+            out.append(line if lean else SSEEvent(line))
 
     def flush(self) -> list[SSEEvent]:
         """At end of body: the line that had no LF, if any, marked unterminated."""

@@ -138,15 +138,27 @@ class Response(AnswerText, Pacing):
         live = self._writer
         chunks = self._chunks
         index = 0
-        puller: Puller | None = None
         used: Puller | None = None
         try:
             while True:
-                with self._cond:
-                    while index >= len(chunks) and not self.is_done:
-                        puller = live.puller
-                        if puller is not None:
-                            break  # read the next bytes on this thread, outside the lock
+                if index < len(chunks):
+                    # No lock: chunks are only appended, all of one publish in one
+                    # `extend` (atomic for the interpreter), so this is a prefix of what
+                    # every iterator sees, and `is_done` is not read here.
+                    batch = chunks[index:]
+                    index += len(batch)
+                    if live.taken < index:
+                        live.taken = index
+                    yield from batch
+                    continue
+                puller = live.puller
+                if puller is not None and not self.is_done:
+                    # Read the next bytes on this thread (it takes its own locks).
+                    used = puller
+                    puller.pull()
+                    continue
+                with self._mutex:  # the lock itself; `arrived` waits on it
+                    while index >= len(chunks) and not self.is_done and live.puller is None:
                         arrived = live.arrived
                         if arrived is None:
                             arrived = live.arrived = threading.Condition(self._mutex)
@@ -155,17 +167,8 @@ class Response(AnswerText, Pacing):
                             arrived.wait()
                         finally:
                             live.waiting -= 1
-                    batch = chunks[index:]  # everything that has arrived, in one lock
-                if not batch and puller is not None and not self.is_done:
-                    used = puller
-                    puller.pull()
-                    puller = None
-                    continue
-                if not batch:
-                    return
-                index += len(batch)
-                live.taken = max(live.taken, index)
-                yield from batch
+                    if index >= len(chunks) and self.is_done:
+                        return  # settled, and every chunk published before it was taken
         finally:
             if used is not None:
                 used.leave()

@@ -181,26 +181,45 @@ class ResponseWriter(Generic[R]):
     def publish(self, chunks: list[Chunk]) -> None:
         """The runner's one writer: `chunks` and what they add (text, reasoning,
         refusal, tool calls), under one lock and one wake-up; nothing after settle."""
-        if not chunks:
-            return
+        if chunks:
+            with self.mutex:  # the lock itself: `cond`'s Python-level __enter__ costs a call
+                self.publish_locked(chunks)
+
+    def publish_locked(self, chunks: list[Chunk]) -> None:
+        """`publish` for a caller that holds `mutex` (the read baton, ending its turn)."""
         response = self.response
-        with self.cond:
-            if response.is_done:
-                return
-            ttft = had_ttft = response.timing.ttft_seconds is not None
-            for chunk in chunks:
-                if chunk.content:
-                    self.text.append(chunk.content)
-                    ttft = ttft or self._first_content()
-                if chunk.thinking:
-                    self.reasoning.append(chunk.thinking)
-                    ttft = ttft or self._first_content()
-                if chunk.refusal:
-                    self.refusal.append(chunk.refusal)
-                if chunk.tool_calls:
-                    response.tool_calls.extend(chunk.tool_calls)
-                    ttft = ttft or self._first_content()
-            self._wake(chunks, ttft and not had_ttft)
+        if response.is_done:
+            return
+        text = self.text
+        ttft = had_ttft = response.timing.ttft_seconds is not None
+        for chunk in chunks:
+            # The common chunk is content alone: one test for the other three fields.
+            parts = chunk.thinking or chunk.refusal or chunk.tool_calls
+            if chunk.content:
+                text.append(chunk.content)
+                if parts:
+                    self._add_parts(chunk)
+            elif not (parts and self._add_parts(chunk)):
+                continue  # nothing that counts as the first content
+            if not ttft:
+                ttft = self._first_content()
+        # `_wake`, in line (once per read): add the chunks, wake who waits for them.
+        self.chunks.extend(chunks)
+        if self.waiting and self.arrived is not None:
+            self.arrived.notify_all()
+        if ttft and not had_ttft:
+            self.cond.notify_all()  # `wait_for_content`
+
+    def _add_parts(self, chunk: Chunk) -> bool:
+        # What a chunk adds besides its content, under `mutex`; True when it counts
+        # as content for the time to first token (reasoning, tool calls; not a refusal).
+        if chunk.thinking:
+            self.reasoning.append(chunk.thinking)
+        if chunk.refusal:
+            self.refusal.append(chunk.refusal)
+        if chunk.tool_calls:
+            self.response.tool_calls.extend(chunk.tool_calls)
+        return bool(chunk.thinking or chunk.tool_calls)
 
     def add_chunks(self, chunks: list[Chunk]) -> None:
         """Publish chunks alone (their text added separately): one lock, one wake-up."""

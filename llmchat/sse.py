@@ -16,6 +16,11 @@ drops comments silently (they are keep-alives that refresh activity), it is a
 pull generator rather than a push stage, and it re-concatenates its buffer on
 every line.
 
+`feed_data` is `feed` for a reader that needs no more of an event than its
+data (llmchat's own): a frame read at a frame boundary, one ``data:`` line
+(and an ``event:`` line before it), comes as its data `str`, its name left
+out; any other event as an `SSEEvent`. No object is built for the common frame.
+
 `SSEDecoder(max_event_bytes=N)` bounds one event: its field lines, or one
 line still being buffered, larger than N bytes raise `EventTooLarge` at once
 (carrying the events completed before it in that feed), so a reader can drop
@@ -24,11 +29,19 @@ the connection instead of buffering a runaway line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeAlias, cast
 
-__all__ = ["EventTooLarge", "KeepAliveOnly", "KeepAliveWatch", "SSEDecoder", "SSEEvent"]
+__all__ = [
+    "EventTooLarge",
+    "KeepAliveOnly",
+    "KeepAliveWatch",
+    "LeanEvent",
+    "SSEDecoder",
+    "SSEEvent",
+]
 
 _CR: Final = 0x0D
 _LF: Final = 0x0A
@@ -53,6 +66,10 @@ class SSEEvent:
     undecodable: bool = False
 
 
+LeanEvent: TypeAlias = "str | SSEEvent"
+"""What `feed_data` gives: a plain event's data `str`, or any other event as an `SSEEvent`."""
+
+
 class EventTooLarge(Exception):
     """One SSE event (or one line being buffered) passed the decoder's `max_event_bytes`.
 
@@ -62,7 +79,8 @@ class EventTooLarge(Exception):
     def __init__(self, limit: int) -> None:
         super().__init__(f"Stream event larger than max_event_bytes ({limit} bytes)")
         self.limit = limit
-        self.events: list[SSEEvent] = []
+        self.events: list[LeanEvent] = []
+        """The events completed before it (`LeanEvent`s when read by `feed_data`)."""
 
 
 class KeepAliveOnly(Exception):
@@ -95,25 +113,25 @@ class KeepAliveWatch:
         self.last = now
         """When the last event (not a comment) arrived, or the watch began."""
 
-    def seen(self, events: list[SSEEvent], now: float) -> None:
+    def seen(self, events: Sequence[LeanEvent], now: float) -> None:
         """One read's `events` arrived at `now`; raises `KeepAliveOnly` past the limit."""
         if not events:
             return
         for event in events:
-            if event.comment is None:
+            if isinstance(event, str) or event.comment is None:
                 self.last = now
                 return
         if self.limit is not None and now - self.last >= self.limit:
             raise KeepAliveOnly(self.limit)
 
 
-def feed_collecting(feed: Callable[[bytes, list[SSEEvent]], None], data: bytes) -> list[SSEEvent]:
+def feed_collecting(feed: Callable[[bytes, list[LeanEvent]], None], data: bytes) -> list[LeanEvent]:
     """The events `feed(data, out)` appends to `out`, for a push decoder's ``feed``.
 
     An `EventTooLarge` leaves carrying the events completed before it (both
     decoders promise that); no data gives no events without calling `feed`.
     """
-    out: list[SSEEvent] = []
+    out: list[LeanEvent] = []
     if not data:
         return out
     try:
@@ -148,6 +166,31 @@ class SSEDecoder:
         self._undecodable = False
         self._open = False  # some field line arrived since the last dispatch
         self._first_line = True
+        self._feed_lean = functools.partial(self._feed, lean=True)
+
+    def feed_data(self, data: bytes) -> list[LeanEvent]:
+        """`feed`, with the common frame's event as its data `str` (see the module doc).
+
+        The reader's own feed (the runner's): a frame a read holds alone is
+        read here without building any object but its text.
+        """
+        end = len(data) - 2
+        if (
+            data.endswith(b"\n\n")
+            and not (self._skip_lf or self._first_line or self._open or self._partial)
+            and b"\r" not in data
+            and (self._max is None or end <= self._max)
+        ):
+            # A read that is exactly one frame (as `feed`), the data-only one inline.
+            if data.startswith(b"data: ") and data.find(b"\n", 6) == end:
+                try:
+                    return [data[6:end].decode("utf-8")]
+                except UnicodeDecodeError:
+                    return [SSEEvent(undecodable=True)]
+            event = self._one_frame(data)
+            if event is not None:
+                return [event if event.data is None else event.data]
+        return feed_collecting(self._feed_lean, data)
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Return the events (and comments) that `data` completes.
@@ -166,7 +209,8 @@ class SSEDecoder:
             event = self._one_frame(data)
             if event is not None:
                 return [event]
-        return feed_collecting(self._feed, data)
+        # Without `lean`, every event `_feed` makes is an SSEEvent.
+        return cast("list[SSEEvent]", feed_collecting(self._feed, data))
 
     @staticmethod
     def _one_frame(data: bytes) -> SSEEvent | None:
@@ -195,7 +239,7 @@ class SSEDecoder:
             return None
         return SSEEvent(text, name)
 
-    def _feed(self, data: bytes, out: list[SSEEvent]) -> None:
+    def _feed(self, data: bytes, out: list[LeanEvent], lean: bool = False) -> None:
         if self._skip_lf or self._first_line or b"\r" in data:
             self._feed_lines(data, out)
             return
@@ -208,13 +252,14 @@ class SSEDecoder:
                 return
             self._feed_lines(data[: end + 2], out)
             data = data[end + 2 :]
-        self._feed_frames(data, out)
+        self._feed_frames(data, out, lean)
 
-    def _feed_frames(self, data: bytes, out: list[SSEEvent]) -> None:
+    def _feed_frames(self, data: bytes, out: list[LeanEvent], lean: bool) -> None:
         """The common case, at a frame boundary with LF line ends: split frames in C.
 
-        A frame that is one ``data: `` line becomes an event directly; any other
-        frame, and the unfinished tail, go through the line rules.
+        A frame that is one ``data: `` line becomes an event directly (its data
+        alone when `lean`); any other frame, and the unfinished tail, go through
+        the line rules.
         """
         frames = data.split(b"\n\n")
         tail = frames.pop()
@@ -225,7 +270,8 @@ class SSEDecoder:
                 raise EventTooLarge(limit)
             if frame.startswith(b"data: ") and b"\n" not in frame:
                 try:
-                    out.append(SSEEvent(frame[6:].decode("utf-8")))
+                    text = frame[6:].decode("utf-8")
+                    out.append(text if lean else SSEEvent(text))
                 except UnicodeDecodeError:
                     out.append(SSEEvent(undecodable=True))
                 continue
@@ -235,7 +281,7 @@ class SSEDecoder:
         if tail:
             self._feed_lines(tail, out)
 
-    def _feed_lines(self, data: bytes, out: list[SSEEvent]) -> None:
+    def _feed_lines(self, data: bytes, out: list[LeanEvent]) -> None:
         """Any bytes, line by line, with CR, LF and CRLF line ends across feeds."""
         start = 0
         if self._skip_lf and data[:1] == b"\n":
@@ -267,16 +313,16 @@ class SSEDecoder:
 
     def flush(self) -> list[SSEEvent]:
         """At end of body: the event still open, if any, marked unterminated."""
-        out: list[SSEEvent] = []
+        out: list[LeanEvent] = []
         if self._partial:
             line = bytes(self._partial)
             self._partial.clear()
             self._line(line, out)
         if self._open:
             out.append(self._dispatch(terminated=False))
-        return out
+        return cast("list[SSEEvent]", out)  # the line rules make SSEEvents only
 
-    def _line(self, raw: bytes, out: list[SSEEvent]) -> None:
+    def _line(self, raw: bytes, out: list[LeanEvent]) -> None:
         if self._first_line:
             self._first_line = False
             if raw.startswith(_BOM):  # the EventSource rules strip one leading BOM

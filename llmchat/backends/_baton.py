@@ -21,6 +21,12 @@ advance, one read at a time, and a baton says whose turn it is:
   ends. Per-payload hooks (`_lift_usage`, a dialect's decoder) run on
   whichever thread read the payload.
 
+Each step yields the chunks its read made; the thread that took the step
+publishes them and hands the turn back in one critical section, on the
+Response's own lock (the baton's state lives under it), so a read costs the
+reading iterator two lock acquisitions (take the turn; publish and hand it
+back) and the reader thread one while it keeps the turn.
+
 A cancel, deadline or grace abort shuts the socket down whichever thread is
 in ``recv``. A `BaseException` (Ctrl-C) raised into an iterator's read cancels
 the Response — the read cannot be resumed — and propagates to the caller.
@@ -34,6 +40,7 @@ import time
 from collections.abc import Generator
 from typing import Final, Literal
 
+from ..chunk import Chunk
 from ..pipeline.judge import CANCELLED_ENDING, Ending
 from ..response import Response
 from ..response_writer import ResponseWriter
@@ -45,8 +52,9 @@ LEASE: Final = 0.05
 takes the reads back. Short enough that a slow consumer never stalls the wire for
 long, long enough that the reader wakes about twenty times a second, not per token."""
 
-Reads = Generator[None, None, Ending]
-"""One step per body read (each step publishes what it read); returns the Ending."""
+Reads = Generator[list[Chunk], None, Ending]
+"""One step per body read, yielding the chunks it made (the baton publishes them);
+returns the Ending (what its last reads made published by itself)."""
 
 
 class ReadBaton:
@@ -55,7 +63,10 @@ class ReadBaton:
     def __init__(self, reads: Reads, writer: ResponseWriter[Response]) -> None:
         self._reads = reads
         self._writer = writer
-        self._cond = threading.Condition(threading.Lock())
+        # The Response's own lock: a step's chunks are published and the turn handed
+        # back in one critical section.
+        self._mutex = writer.mutex
+        self._cond = threading.Condition(writer.mutex)
         self._owner: Literal["reader", "consumer"] | None = None
         self._pulling = 0  # iterators waiting for the reader's step to end
         self._last_pull = -math.inf  # monotonic end of an iterator's last step
@@ -77,7 +88,8 @@ class ReadBaton:
             self._last_pull = time.monotonic()
         try:
             while self._take():
-                self._step("reader")
+                while self._step("reader"):
+                    pass
         finally:
             self._close()
         if self._error is not None:
@@ -87,24 +99,27 @@ class ReadBaton:
 
     def _take(self) -> bool:
         """Wait for the reader's turn; False once the reads have ended."""
-        with self._cond:
+        with self._mutex:
             while not self._ended:
                 if self._owner is None and not self._pulling:
-                    idle = time.monotonic() - self._last_pull
-                    if not self._writer.has_room():
-                        # Paced and a lead ahead: the consumer reads on itself when it
-                        # catches up, or a settle lets this thread read to the end.
-                        self._cond.wait(LEASE)
-                    elif self._closed or idle >= LEASE:
+                    if self._reader_may_read():
                         self._owner = "reader"
                         return True
-                    else:
-                        self._cond.wait(LEASE - idle)
+                    idle = time.monotonic() - self._last_pull
+                    # Paced and a lead ahead (no room): the consumer reads on itself
+                    # when it catches up, or a settle lets this thread read to the end.
+                    self._cond.wait(LEASE if idle >= LEASE else LEASE - idle)
                 else:
                     # An iterator's read is under way, or one waits for its turn: it
                     # does not wake this thread per read, so look again after a lease.
                     self._cond.wait(LEASE)
             return False
+
+    def _reader_may_read(self) -> bool:
+        # Under the lock, with the turn free and no iterator waiting for it.
+        return self._writer.has_room() and (
+            self._closed or time.monotonic() - self._last_pull >= LEASE
+        )
 
     # -- an iterating consumer --------------------------------------------------
 
@@ -115,7 +130,7 @@ class ReadBaton:
         iterators may no longer read (the baton has left the Response: wait
         for chunks as usual).
         """
-        with self._cond:
+        with self._mutex:
             if self._closed:
                 gone = True
             elif self._owner is not None:
@@ -136,15 +151,22 @@ class ReadBaton:
 
     def leave(self) -> None:
         """An iterator stopped (finished, broke out, or was closed): the reader reads on now."""
-        with self._cond:
+        with self._mutex:
             self._last_pull = -math.inf
             self._cond.notify_all()
 
     # -- both -------------------------------------------------------------------
 
-    def _step(self, who: Literal["reader", "consumer"]) -> None:
+    def _step(self, who: Literal["reader", "consumer"]) -> bool:
+        """One read, its chunks published and the turn handed back in one critical section.
+
+        True when the reader thread keeps the turn for its next read (nobody
+        waits for it and it may read on): then it takes no lock to take it.
+        """
+        chunks: list[Chunk] | None = None
+        keep = False
         try:
-            next(self._reads)
+            chunks = next(self._reads)
         except StopIteration as stop:
             self._end(stop.value, None)
         except Exception as exc:
@@ -156,17 +178,23 @@ class ReadBaton:
             self._writer.response.cancel()
             raise
         finally:
-            with self._cond:
-                self._owner = None
+            with self._mutex:
+                if chunks:
+                    self._writer.publish_locked(chunks)
                 if who == "consumer":
                     self._last_pull = time.monotonic()
                     if self._writer.response.finish_reason is not None:
                         self._closed = True  # the tail is the reader's (see the module doc)
-                if self._closed or self._pulling:
-                    self._cond.notify_all()
+                else:
+                    keep = not (self._ended or self._pulling) and self._reader_may_read()
+                if not keep:
+                    self._owner = None
+                    if self._closed or self._pulling:
+                        self._cond.notify_all()
+        return keep
 
     def _end(self, ending: Ending | None, error: Exception | None) -> None:
-        with self._cond:
+        with self._mutex:
             if self._ended:
                 return
             self._ended = self._closed = True
@@ -174,7 +202,7 @@ class ReadBaton:
             self._cond.notify_all()
 
     def _close(self) -> None:
-        with self._cond:
+        with self._mutex:
             self._closed = True
             self._cond.notify_all()
         self._writer.detach_puller(self)

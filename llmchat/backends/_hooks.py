@@ -347,4 +347,5 @@ class Hooks(probe.SideRequests):
             lift_usage=self._lift_usage,
             reconcile_finish_reason=self._reconcile_finish_reason,
             on_complete=self._on_stream_complete if stream else self._on_blocking_complete,
+            lifts_model_only=getattr(self._lift_usage, "__func__", None) is Hooks._lift_usage,
         )

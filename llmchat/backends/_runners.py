@@ -13,6 +13,7 @@ hooks, bound), never the backend. They live beside the backends, not in
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -32,7 +33,7 @@ from ..pipeline.judge import (
 )
 from ..response import Response, writer_of
 from ..response_writer import ResponseWriter
-from ..sse import EventTooLarge, KeepAliveWatch, SSEDecoder, SSEEvent
+from ..sse import EventTooLarge, KeepAliveWatch, SSEDecoder
 from ..transport import (
     Exchange,
     Timeouts,
@@ -227,39 +228,55 @@ def pump_reads(
     """Feed body bytes through the stages until ``[DONE]`` or the end of the body.
 
     One step per read, so the reader thread or an iterating consumer can
-    advance it (`ReadBaton`). The chunks of one read are published together:
-    one lock and one wake-up per read rather than per frame. The finish chunk
-    is recorded, not acted on: reading goes on for the usage frame, for
-    `stream_finish_grace`.
+    advance it (`ReadBaton`). Each step yields the chunks of its read, which
+    the baton publishes together as it hands the turn back: one lock and one
+    wake-up per read rather than per frame. The last step publishes its own
+    (the generator returns the Ending instead). The finish chunk is recorded,
+    not acted on: reading goes on for the usage frame, for `stream_finish_grace`.
     """
     decoder: SSEDecoder | NDJSONDecoder = (
         NDJSONDecoder(call.max_event_bytes)
         if acc.dialect.framing == "ndjson"
         else SSEDecoder(call.max_event_bytes, stray_json=acc.dialect.stray_json)
     )
-    lift = call.lift_usage
     grace = call.timeouts.finish_grace
     response = writer.response
+    lift = functools.partial(call.lift_usage, response)
+    named = response if call.lifts_model_only else None
     # The read timeout bounds a silence; this bounds keep-alive pings that never end.
     pings = KeepAliveWatch(call.timeouts.headers, time.monotonic())
+    first = True
     for data in http.iter_bytes(call.max_response_bytes):
-        wirelog.first_byte()
+        if first:
+            wirelog.first_byte()
+            first = False
         response.last_activity_at = now = time.monotonic()
         finished = acc.finish_reason is not None
         try:
-            events = decoder.feed(data)
+            events = decoder.feed_data(data)
         except EventTooLarge as exc:  # publish what came before it, then fail
-            _publish(
-                writer, acc, exchange, grace, _apply(exc.events, acc, response, lift), finished
-            )
+            chunks = acc.feed_events(exc.events, lift, named)
+            _publish(writer, acc, exchange, grace, chunks, finished)
             raise
-        pings.seen(events, now)
-        _publish(writer, acc, exchange, grace, _apply(events, acc, response, lift), finished)
+        if events and type(events[0]) is str:
+            pings.last = now  # a plain event, never a comment: what `seen` would find
+        else:
+            pings.seen(events, now)
+        chunks = acc.feed_events(events, lift, named)
+        if (
+            acc.finish_reason is not None
+            or acc.dropped != response.dropped_frames
+            or acc.citations is not None
+            or (response.id is None and acc.id is not None)
+        ):
+            # Only when a field may have changed: the plain frame changes none.
+            _record(writer, acc, exchange, grace, finished)
         if acc.done:
+            writer.publish(chunks)
             return CANCELLED_ENDING if exchange.aborted == "cancel" else DONE_ENDING
-        yield
+        yield chunks
     finished = acc.finish_reason is not None
-    chunks = _apply(decoder.flush(), acc, response, lift)
+    chunks = acc.feed_events(decoder.flush(), lift, named)
     if not acc.done and acc.finish_reason is None:
         chunks += acc.flush_text()  # the body ended mid-answer: keep what the filter held
     _publish(writer, acc, exchange, grace, chunks, finished)
@@ -267,21 +284,6 @@ def pump_reads(
         return DONE_ENDING
     # A body that ends after an abort is never a clean end.
     return ending_of_abort(call.timeouts, exchange) or EOF_ENDING
-
-
-def _apply(
-    events: list[SSEEvent],
-    acc: Accumulator,
-    response: Response,
-    lift: LiftUsage,
-) -> list[Chunk]:
-    """The chunks of `events`; every decoded payload goes through `_lift_usage`."""
-    chunks: list[Chunk] = []
-    for event in events:
-        chunks += acc.feed_event(event)
-        if acc.payload is not None:
-            lift(response, acc.payload)
-    return chunks
 
 
 def _publish(
@@ -293,13 +295,24 @@ def _publish(
     finished_before: bool,
 ) -> None:
     """One read's effect on the Response: the finish stamp, the fields, the chunks."""
+    _record(writer, acc, exchange, grace, finished_before)
+    writer.publish(chunks)
+
+
+def _record(
+    writer: ResponseWriter[Response],
+    acc: Accumulator,
+    exchange: Exchange,
+    grace: float | None,
+    finished_before: bool,
+) -> None:
+    """One read's effect on the Response's fields (its chunks come after): the finish, the id …"""
     if not finished_before and acc.finish_reason is not None:
         # Recorded, not acted on: read on for the usage frame, but not forever.
         _record_finish(writer, acc)
         if acc.dialect.finish_is_last:
             exchange.schedule_abort(grace, "grace")
     _sync(writer, acc)
-    writer.publish(chunks)
 
 
 def _sync(writer: ResponseWriter[Response], acc: Accumulator) -> None:

@@ -56,3 +56,7 @@ class Call:
     reconcile_finish_reason: Reconcile
     on_complete: OnComplete
     """The mode's completion hook: `_on_blocking_complete` or `_on_stream_complete`."""
+    lifts_model_only: bool = False
+    """True when `lift_usage` is llmchat's own `_lift_usage` (not overridden): then a
+    plain frame of a dialect with `plain_usage_is_model` has its model set directly,
+    without the call (the per-token path)."""

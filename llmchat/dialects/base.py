@@ -88,6 +88,13 @@ class Dialect:
     and calls still count, the latest reason wins, and no grace timer is started
     (the stream's own end decides)."""
 
+    plain_usage_is_model: ClassVar[bool] = False
+    """True when a payload that `decode` reads as plain text (a `str`) reports nothing
+    through `usage_fields` but its ``model`` member (when that is a non-empty str):
+    then the runner sets the model itself and calls no `_lift_usage` for it, unless
+    a backend overrides that hook. A subclass whose `usage_fields` reads more from
+    such a payload sets it False."""
+
     def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
         """One payload as a `Delta` (or the answer text alone for a plain frame)."""
         raise NotImplementedError

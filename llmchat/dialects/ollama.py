@@ -81,6 +81,7 @@ class OllamaChat(Dialect):
     name: ClassVar[str] = "ollama"
     framing: ClassVar[Framing] = "ndjson"
     derives_total: ClassVar[bool] = True
+    plain_usage_is_model: ClassVar[bool] = True  # a plain line is one with "done": false
 
     def __init__(self) -> None:
         self._calls = 0

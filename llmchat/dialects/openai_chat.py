@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 
 from ..messages import content_text
 from ..tools import ToolCall
-from .base import Delta, Dialect, inband_error, is_count, lone_content, model_and_usage
+from .base import Delta, Dialect, inband_error, is_count, model_and_usage
 from .openai_shapes import OpenAIChoice, OpenAIChunk, OpenAIDelta, OpenAIUsage
 
 __all__ = [
@@ -55,17 +55,37 @@ def no_finish(reason: Any) -> bool:
 # local store, not a call, so the hot path stays as cheap as it was.
 
 
-def decode_chat(payload: Mapping[str, Any]) -> str | Delta:
+def decode_chat(payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
     """Decode one chat payload (``chat.completion.chunk`` or ``chat.completion``).
 
     Returns the content string for a frame that is one content delta and
     nothing else (``""`` for an empty one), else a `Delta`. Never raises.
+    `whole` is not needed (a ``message`` says it is a whole answer): it is
+    taken so that this is `OpenAIChat.decode` itself.
     """
     raw: Any = payload
     chunk: OpenAIChunk = raw
-    plain = _plain_content(chunk)
-    if plain is not None:
-        return plain
+    # The most common frame, tested in this one frame (no helper calls: it runs
+    # per token): one content delta with nothing else to look at (no finish,
+    # usage, error, citations, reasoning or tool calls). The general path below
+    # gives the same result for it.
+    if "usage" not in chunk and "error" not in chunk and "citations" not in chunk:
+        choices = chunk.get("choices")
+        if type(choices) is list and choices:
+            first = choices[0]
+            if (
+                type(first) is dict
+                and first.get("finish_reason") is None
+                and "error" not in first
+                and first.get("index", 0) == 0
+            ):
+                delta = first.get("delta")
+                if type(delta) is dict and delta.keys() <= _PLAIN_DELTA:
+                    content = delta.get("content")
+                    if content is None:
+                        return ""
+                    if type(content) is str:
+                        return content
     out, choice = _opened(chunk)
     if choice is None:
         return out
@@ -79,8 +99,11 @@ def decode_chat(payload: Mapping[str, Any]) -> str | Delta:
     return out
 
 
-def decode_text(payload: Mapping[str, Any]) -> Delta:
-    """Decode one text-completion payload (``choices[0].text``, streamed or whole)."""
+def decode_text(payload: Mapping[str, Any], *, whole: bool = False) -> Delta:
+    """Decode one text-completion payload (``choices[0].text``, streamed or whole).
+
+    `whole` is not needed; taken so that this is `OpenAIText.decode` itself.
+    """
     raw: Any = payload
     chunk: OpenAIChunk = raw
     out, choice = _opened(chunk)
@@ -89,29 +112,6 @@ def decode_text(payload: Mapping[str, Any]) -> Delta:
     text = choice.get("text")
     out.text = text if type(text) is str else content_text(text)
     return out
-
-
-def _plain_content(payload: OpenAIChunk) -> str | None:
-    """The content of the most common frame, or None for anything else.
-
-    Most frames of a stream are one content delta with nothing else to look
-    at (no finish, usage, error, citations, reasoning or tool calls); they skip
-    the general path, which gives the same result for them.
-    """
-    if "usage" in payload or "error" in payload or "citations" in payload:
-        return None
-    choices = payload.get("choices")
-    if type(choices) is not list or not choices:
-        return None
-    choice = choices[0]
-    if (
-        type(choice) is not dict
-        or choice.get("finish_reason") is not None
-        or "error" in choice
-        or choice.get("index", 0) != 0
-    ):
-        return None
-    return lone_content(choice.get("delta"), _PLAIN_DELTA)
 
 
 def _opened(chunk: OpenAIChunk) -> tuple[Delta, OpenAIChoice | None]:
@@ -252,9 +252,10 @@ class OpenAIChat(Dialect):
 
     name: ClassVar[str] = "openai"
     done_marker: ClassVar[str | None] = DONE
+    plain_usage_is_model: ClassVar[bool] = True  # a plain frame has no "usage" member
 
-    def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
-        return decode_chat(payload)
+    # The function itself, not a method calling it: one call less per frame.
+    decode = staticmethod(decode_chat)
 
     @staticmethod
     def usage_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -267,8 +268,7 @@ class OpenAIChat(Dialect):
 class OpenAIText(OpenAIChat):
     """The text-completions dialect (``choices[0].text``, streamed or whole)."""
 
-    def decode(self, payload: Mapping[str, Any], *, whole: bool = False) -> str | Delta:
-        return decode_text(payload)
+    decode = staticmethod(decode_text)
 
 
 @dataclass(slots=True)

@@ -1,8 +1,10 @@
 """The accumulator: a completion's deltas applied to its state, as `Chunk`s.
 
 A push stage with no I/O (STYLE rules 5 and 6), the same for a stream and a
-blocking body: `feed_event(event)` takes one SSE event, `feed_payload(payload,
-whole=True)` one whole body (a one-payload stream). Each returns the chunks
+blocking body: `feed_event(event)` takes one SSE event, `feed_events(events)`
+all the events of one read (the runner's: the common frame costs no more
+than its parse, its decode and its Chunk), `feed_payload(payload, whole=True)`
+one whole body (a one-payload stream). Each returns the chunks
 to publish and leaves on the accumulator what the judge reads: the provider's
 finish reason, ``[DONE]``, the in-band error, dropped and undecodable frames,
 tool calls assembled and pending, citations, the first non-empty id.
@@ -19,18 +21,24 @@ the provider's verbatim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, cast
 
 from .. import fastjson
 from ..chunk import Chunk
 from ..dialects.base import Delta, Dialect
 from ..dialects.openai_chat import DONE, OpenAIChat, OpenAIText
-from ..sse import SSEEvent
+from ..sse import LeanEvent, SSEEvent
 from ..tools import ToolCall, ToolCallAssembler
 from .think_tags import ThinkTags
 
 __all__ = ["DONE", "Accumulator", "StreamParser"]
+
+
+class Named(Protocol):
+    """What `Accumulator.feed_events` may set a plain frame's model on (a Response)."""
+
+    model: str | None
 
 
 class Accumulator:
@@ -122,6 +130,78 @@ class Accumulator:
             return []
         return self.feed_payload(payload)
 
+    def feed_events(
+        self,
+        events: Iterable[LeanEvent],
+        lift: Callable[[dict[str, Any]], None] | None = None,
+        named: Named | None = None,
+    ) -> list[Chunk]:
+        """The chunks of a batch of events (all one read completed), in order.
+
+        The same chunks and state as `feed_event` on each in turn (`payload`
+        is the last event's); a `str` is a plain event's data
+        (`SSEDecoder.feed_data`). `lift` gets each decoded payload after its
+        chunks (the runner's `_lift_usage`). Given `named`, a payload the
+        dialect reads as plain text (a dialect with `plain_usage_is_model`)
+        is not lifted: its model, when it names one, is set on `named.model`,
+        all the default `_lift_usage` does with it. The common frame is read
+        here in line: one call for its parse, one for its decode, one Chunk.
+        """
+        out: list[Chunk] = []
+        loads = fastjson.loads
+        decode = self._decode
+        marker = self._done_marker
+        plain = named if self.dialect.plain_usage_is_model else None
+        for event in events:
+            if type(event) is not str:
+                out += self.feed_event(cast(SSEEvent, event))
+                if lift is not None and self.payload is not None:
+                    lift(self.payload)
+                continue
+            self.payload = None
+            if not event:
+                continue  # WHATWG: an event whose data is empty is not dispatched
+            if marker is not None and len(event) < 16 and event.strip() == marker:
+                out += self.mark_done()
+                continue
+            try:
+                payload = loads(event)
+            except ValueError:
+                payload = None  # a garbage frame, or one cut off mid-JSON at end of body
+            if type(payload) is not dict:
+                if not self.done:
+                    self.drop()
+                continue
+            self.payload = payload
+            if self.done:
+                pass  # after the end only lifted
+            else:
+                if self.id is None:
+                    pid = payload.get("id")
+                    if type(pid) is str and pid:
+                        self.id = pid
+                delta = decode(payload, whole=False)
+                if type(delta) is not str or self._think is not None:
+                    out += self._decoded(payload, delta, False)
+                else:
+                    model = payload.get("model")
+                    if delta and (self.finish_reason is None or not self._finish_is_last):
+                        out.append(
+                            Chunk(
+                                delta,
+                                payload if self.keep_raw else None,
+                                False,
+                                model if type(model) is str else None,
+                            )
+                        )
+                    if plain is not None:
+                        if type(model) is str and model:
+                            plain.model = model
+                        continue
+            if lift is not None:
+                lift(payload)
+        return out
+
     def drop(self, *, undecodable: bool = False) -> None:
         """Count a frame that could not be read."""
         self.dropped += 1
@@ -164,7 +244,10 @@ class Accumulator:
             pid = payload.get("id")
             if type(pid) is str and pid:
                 self.id = pid
-        delta = self._decode(payload, whole=whole)
+        return self._decoded(payload, self._decode(payload, whole=whole), whole)
+
+    def _decoded(self, payload: Mapping[str, Any], delta: str | Delta, whole: bool) -> list[Chunk]:
+        """The chunks of `payload`, decoded as `delta` (`feed_payload` after its decode)."""
         if type(delta) is str:
             if not delta or (self.finish_reason is not None and self._finish_is_last):
                 return []

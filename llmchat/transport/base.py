@@ -107,8 +107,14 @@ def bounded(pieces: Iterator[bytes], limit: int | None) -> Iterator[bytes]:
     for data in pieces:
         total += len(data)
         if total > limit:
-            keep = len(data) - (total - limit)
-            if keep > 0:
-                yield data[:keep]
-            raise BodyTooLarge(limit)
+            yield from over_limit(data, total, limit)
         yield data
+
+
+def over_limit(data: bytes, total: int, limit: int) -> Iterator[bytes]:
+    """The part of `data` within `limit` (`total`: the bytes so far, `data`'s counted),
+    then `BodyTooLarge`: what `bounded` does with the piece that passes it."""
+    keep = len(data) - (total - limit)
+    if keep > 0:
+        yield data[:keep]
+    raise BodyTooLarge(limit)

@@ -30,7 +30,7 @@ import requests
 
 from . import environment
 from .adapter import DEFAULT_POOL_SIZE, new_session
-from .base import READ_SIZE, Transport, TransportResponse, bounded
+from .base import READ_SIZE, Transport, TransportResponse, bounded, over_limit
 from .exceptions import exception_chain
 from .exchange import Exchange, sending
 from .pool import StaleConnection
@@ -102,7 +102,10 @@ class _RequestsResponse(TransportResponse):
         self._drained_conn: Any = None
 
     def iter_bytes(self, limit: int | None = None) -> Iterator[bytes]:
-        return bounded(_read1(self._response.raw), limit)
+        plain = _plain_body(self._response.raw)
+        if plain is not None:
+            return _read1_plain(*plain, limit)  # bounded itself: one generator per read
+        return bounded(_read1_urllib3(self._response.raw), limit)
 
     def will_drain(self) -> None:
         conn = self._response.raw.connection
@@ -121,13 +124,6 @@ class _RequestsResponse(TransportResponse):
         draining, self._draining, self._drained_conn = self._draining, None, None
         if draining is not None:
             draining.end(kept=kept)
-
-
-def _read1(raw: Any) -> Iterator[bytes]:
-    plain = _plain_body(raw)
-    if plain is not None:
-        return _read1_plain(*plain)
-    return _read1_urllib3(raw)
 
 
 def _read1_urllib3(raw: Any) -> Iterator[bytes]:
@@ -168,8 +164,11 @@ def _plain_body(raw: Any) -> tuple[http.client.HTTPResponse, _ErrorCatcher] | No
     return fp, error_catcher
 
 
-def _read1_plain(fp: http.client.HTTPResponse, error_catcher: _ErrorCatcher) -> Iterator[bytes]:
-    """What `_read1_urllib3` yields, read from `fp` with urllib3's error handling.
+def _read1_plain(
+    fp: http.client.HTTPResponse, error_catcher: _ErrorCatcher, limit: int | None
+) -> Iterator[bytes]:
+    """What `bounded(_read1_urllib3(...), limit)` yields, read from `fp` with urllib3's
+    error handling.
 
     A read that raises is re-raised inside urllib3's own error catcher, which
     turns socket, TLS and framing errors into urllib3's exceptions and closes
@@ -179,6 +178,7 @@ def _read1_plain(fp: http.client.HTTPResponse, error_catcher: _ErrorCatcher) -> 
     explicit end) and read on later with another iterator (keep-alive's drain).
     """
     read = fp.read1
+    total = 0
     while True:
         try:
             data = read(READ_SIZE)
@@ -189,6 +189,10 @@ def _read1_plain(fp: http.client.HTTPResponse, error_catcher: _ErrorCatcher) -> 
             with error_catcher():
                 fp.close()  # as urllib3 does when a read returns nothing
             return
+        if limit is not None:
+            total += len(data)
+            if total > limit:
+                yield from over_limit(data, total, limit)
         yield data
 
 
