@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import gc
 import json
 import math
@@ -421,14 +422,16 @@ def stamped_backend(url: str) -> Any:
             self.added_at: list[float] = []
             writer = getattr(self, "_writer", None)  # the runners' writer (private: may move)
             if writer is not None:
-                publish = writer.publish
+                # Every publish goes through `publish_locked` (the baton calls it itself).
+                name = "publish_locked" if hasattr(writer, "publish_locked") else "publish"
+                publish = getattr(writer, name)
 
                 def stamped(chunks: Any) -> None:
                     now = time.monotonic()
                     self.added_at.extend(now for chunk in chunks if chunk.content)
                     publish(chunks)
 
-                writer.publish = stamped
+                setattr(writer, name, stamped)
 
         def _add_chunks(self, chunks: Any) -> None:
             now = time.monotonic()
@@ -705,9 +708,8 @@ def _pipeline_step(backend: Any) -> Callable[..., None] | None:
         from llmchat.backends import _runners
     except ImportError:
         return None
-    apply = getattr(_runners, "_apply", None)
     publish = getattr(_runners, "_publish", None)
-    if apply is None or publish is None:
+    if publish is None or not hasattr(_runners, "pump_reads"):
         return None
     lift = backend._lift_usage
     try:  # the runners write through the Response's writer (since step 3)
@@ -718,9 +720,11 @@ def _pipeline_step(backend: Any) -> Callable[..., None] | None:
         writer_of = _same
 
     def step(events: Any, acc: Any, response: Any, exchange: Any) -> None:
+        # As `_runners.pump_reads` does per read: one batch of events, then one publish.
         finished = acc.finish_reason is not None
         out = writer_of(response)
-        publish(out, acc, exchange, None, apply(events, acc, response, lift), finished)
+        chunks = acc.feed_events(events, functools.partial(lift, response), None)
+        publish(out, acc, exchange, None, chunks, finished)
 
     return step
 
@@ -785,7 +789,7 @@ def stage_costs(backend: Any, body: bytes, frame_list: list[bytes]) -> dict[str,
             response = Response({})
             exchange = Exchange()
             for piece in pieces:
-                step(decoder.feed(piece), acc, response, exchange)
+                step(decoder.feed_data(piece), acc, response, exchange)
             exchange.finish()
 
         def whole_frames() -> None:
@@ -794,7 +798,7 @@ def stage_costs(backend: Any, body: bytes, frame_list: list[bytes]) -> dict[str,
             response = Response({})
             exchange = Exchange()
             for frame in frame_list:
-                step(decoder.feed(frame), acc, response, exchange)
+                step(decoder.feed_data(frame), acc, response, exchange)
             exchange.finish()
 
         costs["apply"] = whole
@@ -831,7 +835,7 @@ def cold_costs(backend: Any, texts: list[str]) -> dict[str, float] | None:
             if gap:
                 time.sleep(gap)
             start = time.perf_counter()
-            step(decoder.feed(frame), acc, response, exchange)
+            step(decoder.feed_data(frame), acc, response, exchange)
             mine = time.perf_counter() - start
             if gap:
                 time.sleep(gap)
@@ -904,19 +908,22 @@ def profile_worker(
     per = streams * (frames + 4)
     whole = _cumulative(stats, "backends/_runners.py", "stream_worker")
     pump = _cumulative(stats, "backends/_runners.py", "pump_reads")
-    decode = _cumulative(stats, "llmchat/sse.py", "feed")
-    apply = _cumulative(stats, "backends/_runners.py", "_apply")
-    publish = _cumulative(stats, "backends/_runners.py", "_publish")
-    parse = _cumulative(stats, "pipeline/accumulate.py", "feed_event")
-    loads = _cumulative(stats, "json/__init__.py", "loads")
+    decode = _cumulative(stats, "llmchat/sse.py", "feed_data")
+    publish = _cumulative(stats, "llmchat/response_writer.py", "publish") + _cumulative(
+        stats, "llmchat/response_writer.py", "publish_locked"
+    )
+    parse = _cumulative(stats, "pipeline/accumulate.py", "feed_events")
+    lean = sum(
+        _cumulative(stats, "llmchat/fastjson.py", name) for name in ("loads", "orjson_loads")
+    )
+    loads = lean or _cumulative(stats, "json/__init__.py", "loads")
     stages = [
         ("request, headers, settle (`stream_worker` outside `pump_reads`)", whole - pump),
-        ("HTTP body reads (`iter_bytes` → urllib3 `read1`)", pump - decode - apply - publish),
-        ("SSE framing: `SSEDecoder.feed` (lines, UTF-8 decode, `SSEEvent`)", decode),
-        ("`json.loads` of each frame (inside `Accumulator.feed_event`)", loads),
-        ("decode + accumulate: `Accumulator.feed_event` minus `json.loads`", parse - loads),
-        ("`_lift_usage` per payload: `_apply` minus `feed_event`", apply - parse),
-        ("Response updates: `_publish` (fields, chunks, one wake-up per read)", publish),
+        ("HTTP body reads (`iter_bytes` → urllib3 `read1`)", pump - decode - parse - publish),
+        ("SSE framing: `SSEDecoder.feed_data` (frames, UTF-8 decode)", decode),
+        ("JSON parse of each frame (`fastjson.loads`, inside `feed_events`)", loads),
+        ("decode + accumulate (+ usage lifting): `feed_events` minus `json.loads`", parse - loads),
+        ("Response updates: `ResponseWriter.publish` (chunks, one wake-up per read)", publish),
     ]
     split = [
         [label, f"{seconds / per * 1e6:,.2f}", f"{seconds / whole:.0%}"]
