@@ -59,10 +59,32 @@ UPSTREAM_FAILED: Final = "The upstream server failed"
 """The failure message for an in-band upstream error (its own text is never passed on)."""
 
 
+# The delta events, pre-encoded with the members in `wire_json.encode_data`'s (sorted)
+# order: the escaped delta, the item's own members (`_Item.at`) and the sequence number
+# are spliced in, the same bytes as encoding the event's dict, without one per token.
+_OUTPUT_TEXT_DELTA: Final = (
+    b'event: response.output_text.delta\ndata: {"content_index":0,"delta":%b%b%d,'
+    b'"type":"response.output_text.delta"}\n\n'
+)
+_REASONING_TEXT_DELTA: Final = (
+    b'event: response.reasoning_text.delta\ndata: {"content_index":0,"delta":%b%b%d,'
+    b'"type":"response.reasoning_text.delta"}\n\n'
+)
+_SUMMARY_TEXT_DELTA: Final = (
+    b'event: response.reasoning_summary_text.delta\ndata: {"delta":%b%b%d,'
+    b'"summary_index":0,"type":"response.reasoning_summary_text.delta"}\n\n'
+)
+_ARGUMENTS_DELTA: Final = (
+    b'event: response.function_call_arguments.delta\ndata: {"delta":%b%b%d,'
+    b'"type":"response.function_call_arguments.delta"}\n\n'
+)
+_json_string = wire_json.json_string
+
+
 class _Item:
     """One output item: where it stands in ``output`` and what it holds so far."""
 
-    __slots__ = ("call_id", "id", "index", "kind", "name", "output", "parts")
+    __slots__ = ("at", "call_id", "id", "index", "kind", "name", "output", "parts")
 
     def __init__(self, kind: str, index: int, item_id: str, output: OutputShape) -> None:
         self.kind = kind  # "reasoning", "message" or "function_call"
@@ -72,6 +94,14 @@ class _Item:
         self.parts: list[str] = []
         self.call_id = ""
         self.name = ""
+        # Its members of a delta event, between the delta and the sequence number.
+        quoted = _json_string(item_id).encode("utf-8")
+        logprobs = b'"logprobs":[],' if kind == "message" else b""
+        self.at = b',"item_id":%b,%b"output_index":%d,"sequence_number":' % (
+            quoted,
+            logprobs,
+            index,
+        )
 
     @property
     def text(self) -> str:
@@ -198,10 +228,8 @@ class ResponsesStream(StreamTranslator):
 
     # -- chunk handling ---------------------------------------------------
 
-    def _note_more(self, chunk: Mapping[str, Any]) -> None:
-        usage = chunk.get("usage")
-        if not isinstance(usage, Mapping):
-            return
+    def _note_usage(self, usage: Mapping[str, Any]) -> None:
+        super()._note_usage(usage)
         for block, key, name in (
             ("prompt_tokens_details", "cached_tokens", "_cached_tokens"),
             ("completion_tokens_details", "reasoning_tokens", "_reasoning_tokens"),
@@ -227,25 +255,54 @@ class ResponsesStream(StreamTranslator):
                     self._write_call(fragment, position)
         return self._take()
 
-    def _write(self, kind: str, text: str) -> None:
+    def _texts(self, content: str, reasoning: str) -> bytes:
         item = self._open
+        if content and not reasoning and item is not None and item.kind == "message":
+            # The common frame: text into the open message, one template.
+            item.parts.append(content)
+            data = _OUTPUT_TEXT_DELTA % (
+                _json_string(content).encode("utf-8"),
+                item.at,
+                self._sequence,
+            )
+            self._sequence += 1
+            self._content_bytes += len(content) if content.isascii() else len(content.encode())
+            return data
+        self._out = []
+        if reasoning:
+            self._write("reasoning", reasoning)
+        if content:
+            self._write("message", content)
+            self._content_bytes += len(content.encode("utf-8"))
+        return self._take()
+
+    def _write(self, kind: str, text: str) -> None:
+        item = self._item_of(kind)
         summary = kind == "reasoning" and self._shape.summary
-        if item is None or item.kind != kind:
-            item = self._open_item(kind, new_id("rs" if kind == "reasoning" else "msg"))
-            part = reasoning_text_part("") if kind == "reasoning" else output_text_part("")
-            self._emit("response.content_part.added", {**self._at(item, 0), "part": part})
-            if summary:
-                added = {**self._summary_at(item), "part": summary_text_part("")}
-                self._emit("response.reasoning_summary_part.added", added)
         item.parts.append(text)
+        quoted = _json_string(text).encode("utf-8")
+        sequence = self._sequence
         if kind == "reasoning":
-            self._emit("response.reasoning_text.delta", {**self._at(item, 0), "delta": text})
+            self._out.append(_REASONING_TEXT_DELTA % (quoted, item.at, sequence))
             if summary:
-                fields = {**self._summary_at(item), "delta": text}
-                self._emit("response.reasoning_summary_text.delta", fields)
+                sequence += 1
+                self._out.append(_SUMMARY_TEXT_DELTA % (quoted, item.at, sequence))
         else:
-            fields = {**self._at(item, 0), "delta": text, "logprobs": []}
-            self._emit("response.output_text.delta", fields)
+            self._out.append(_OUTPUT_TEXT_DELTA % (quoted, item.at, sequence))
+        self._sequence = sequence + 1
+
+    def _item_of(self, kind: str) -> _Item:
+        """The open item if it is a `kind` one, else a new one (its part added)."""
+        item = self._open
+        if item is not None and item.kind == kind:
+            return item
+        item = self._open_item(kind, new_id("rs" if kind == "reasoning" else "msg"))
+        part = reasoning_text_part("") if kind == "reasoning" else output_text_part("")
+        self._emit("response.content_part.added", {**self._at(item, 0), "part": part})
+        if kind == "reasoning" and self._shape.summary:
+            added = {**self._summary_at(item), "part": summary_text_part("")}
+            self._emit("response.reasoning_summary_part.added", added)
+        return item
 
     def _write_call(self, fragment: Mapping[str, Any], position: int) -> None:
         call = slot_for_fragment(fragment, position, self._calls, self._call_by_key, _Call)
@@ -276,10 +333,9 @@ class ResponsesStream(StreamTranslator):
         item.parts.append(arguments)
         if self._shape.is_custom(item.name):
             return  # the raw input is sent whole once the arguments are complete
-        self._emit(
-            "response.function_call_arguments.delta",
-            {"item_id": item.id, "output_index": item.index, "delta": arguments},
-        )
+        quoted = _json_string(arguments).encode("utf-8")
+        self._out.append(_ARGUMENTS_DELTA % (quoted, item.at, self._sequence))
+        self._sequence += 1
 
     def _readable(self, call: _Call) -> bool:
         """True when `call` became an item whose arguments are one JSON object (or none),

@@ -80,7 +80,7 @@ class PingingStreamBody(StreamBody):
                 continue  # silent for the whole interval: the next turn pings
             if chunk is _END:
                 break
-            data = translator.delta(self._answer.chunk(chunk, response.id))
+            data = self._answer.write(translator, chunk, response.id)
             if data:
                 written = time.monotonic()
                 yield data
