@@ -135,6 +135,84 @@ def measure(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def end_to_end(streams: int) -> dict[str, dict[str, float]]:
+    """Per face read by its raw reader through a real proxy on loopback: writes to the
+    client socket and Python calls in the proxy's handler thread, per delta.
+
+    The upstream is `bench_proxy`'s: 1,000 token deltas sent in 64 KiB writes, so a
+    read of the proxy's upstream client delivers many deltas at once.
+    """
+    import cProfile
+    import pstats
+    import threading
+
+    import requests
+    from _proxy_paths import DELTAS, WAIT, WRITE_SIZE, checked, face_readers, upstream_script
+    from _proxy_paths import MODEL as UPSTREAM_MODEL
+    from _proxy_profile import ProfiledApp
+    from bench_stream import deltas, stream_frames
+
+    import llmchat
+    from llmchat.proxy import make_app, make_server
+    from llmchat.proxy.server import deadlines
+    from llmchat.testing import Reply, ScriptedServer, Write
+
+    texts = deltas(DELTAS)
+    body = b"".join(stream_frames(texts))
+    writes = [Write(body[i : i + WRITE_SIZE]) for i in range(0, len(body), WRITE_SIZE)]
+    reply = Reply(200, {"Content-Type": "text/event-stream"}, framing="chunked", steps=writes)
+    sent = [0]
+    write = deadlines.StallWriter.write
+
+    def counted(self: Any, data: Any) -> int:
+        sent[0] += 1
+        return write(self, data)
+
+    out: dict[str, dict[str, float]] = {}
+    deadlines.StallWriter.write = counted  # type: ignore[method-assign]
+    try:
+        with (
+            ScriptedServer(upstream_script(reply)) as upstream,
+            llmchat.OpenAICommon(upstream, model=UPSTREAM_MODEL) as backend,
+            requests.Session() as session,
+        ):
+            for face in ("raw anthropic", "raw ollama", "raw responses", "raw relay"):
+                app = ProfiledApp(make_app(backend))
+                server = make_server(app, "127.0.0.1", 0)
+                thread = threading.Thread(target=server.serve_forever, daemon=True)
+                thread.start()
+                try:
+                    read = checked(face, face_readers(session, server.url)[face], "".join(texts))
+                    read()  # warm-up
+                    sent[0] = 0
+                    for _ in range(streams):
+                        read()
+                    writes_per = sent[0] / streams / DELTAS
+                    app.profiler = cProfile.Profile()
+                    for _ in range(streams):
+                        read()
+                    stats = pstats.Stats(app.profiler).stats  # type: ignore[attr-defined]
+                    calls = sum(entry[1] for entry in stats.values()) / streams / DELTAS
+                finally:
+                    server.shutdown()
+                    server.server_close()
+                    thread.join(WAIT)
+                out[face.removeprefix("raw ")] = {"writes": writes_per, "calls": calls}
+    finally:
+        deadlines.StallWriter.write = write  # type: ignore[method-assign]
+    return out
+
+
+def render_end_to_end(figures: dict[str, dict[str, float]]) -> str:
+    rows = [[face, f"{row['writes']:.3f}", f"{row['calls']:.1f}"] for face, row in figures.items()]
+    return (
+        "Through a real proxy on loopback, each face read by a raw `requests` reader "
+        "(`bench_proxy`'s upstream: 1,000 deltas in 64 KiB writes): writes to the client "
+        "socket and function calls (Python and C, cProfile) in the proxy's handler thread, "
+        "per delta.\n\n" + table(["face", "socket writes / delta", "calls / delta"], rows)
+    )
+
+
 def render(rows: list[dict[str, Any]]) -> str:
     body = [
         [
@@ -161,8 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer timing runs")
     parser.add_argument("--write", action="store_true", help=f"update {BENCHMARKS_MD.name}")
+    parser.add_argument(
+        "--no-proxy", action="store_true", help="skip the end-to-end counts through a real proxy"
+    )
     args = parser.parse_args(argv)
     markdown = render(measure(args.quick))
+    if not args.no_proxy:
+        markdown += "\n\n" + render_end_to_end(end_to_end(2 if args.quick else 5))
     print(markdown)
     if args.write:
         write_section(BENCHMARKS_MD, SECTION, markdown)

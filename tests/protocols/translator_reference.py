@@ -16,7 +16,8 @@ from typing import Any
 
 from llmchat.protocols.anthropic import AnthropicStream
 from llmchat.protocols.ollama import OllamaStream
-from llmchat.protocols.responses import ResponsesStream, _Item
+from llmchat.protocols.responses import ResponsesStream
+from llmchat.protocols.responses_items import OutputItem
 from llmchat.protocols.translator import StreamTranslator
 
 
@@ -76,7 +77,7 @@ class ReferenceResponses(ResponsesStream):
             fields = {**self._at(item, 0), "delta": text, "logprobs": []}
             self._emit("response.output_text.delta", fields)
 
-    def _send_arguments(self, item: _Item, arguments: str) -> None:
+    def _send_arguments(self, item: OutputItem, arguments: str) -> None:
         item.parts.append(arguments)
         if self._shape.is_custom(item.name):
             return
