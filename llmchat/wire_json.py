@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["encode", "encode_data", "encode_str"]
+__all__ = ["encode", "encode_data", "encode_str", "json_string"]
 
 
 # Data subtrees go through the C encoder in one call: this is what keeps
@@ -63,6 +63,13 @@ _dump_ordered: Callable[[Any], str] = json.JSONEncoder(
     separators=(",", ":"),
     default=_plain,
 ).encode
+
+json_string: Callable[[str], str] = encode_basestring
+"""One string as a JSON string literal (quotes included), escaped exactly as `encode_data`
+writes it: the C function its encoder calls. For the stream translators' event templates,
+which splice one escaped string into constant bytes instead of encoding a whole dict per
+token; ``.encode("utf-8")`` of a string with a lone surrogate raises `UnicodeEncodeError`
+(a `ValueError`), as `encode_data` raises."""
 
 _MAP_OF_SCHEMAS = frozenset(
     {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}

@@ -37,6 +37,23 @@ _UNFINISHED_TOOL_CALL = "Upstream stream ended inside an unfinished tool call"
 
 _SIGNATURE_PREFIX: Final = "llmchat-sha256:"
 
+# The content_block_delta events, pre-encoded with the members in `wire_json.encode_data`'s
+# (sorted) order, so a delta is one escaped string and the block's index spliced in:
+# the same bytes as encoding the whole event, without building and encoding a dict per token.
+_TEXT_DELTA: Final = (
+    b'event: content_block_delta\ndata: {"delta":{"text":%b,"type":"text_delta"},'
+    b'"index":%d,"type":"content_block_delta"}\n\n'
+)
+_THINKING_DELTA: Final = (
+    b'event: content_block_delta\ndata: {"delta":{"thinking":%b,"type":"thinking_delta"},'
+    b'"index":%d,"type":"content_block_delta"}\n\n'
+)
+_JSON_DELTA: Final = (
+    b'event: content_block_delta\ndata: {"delta":{"partial_json":%b,"type":"input_json_delta"},'
+    b'"index":%d,"type":"content_block_delta"}\n\n'
+)
+_json_string = wire_json.json_string
+
 
 def thinking_signature(thinking: str) -> str:
     """The ``signature`` of a thinking block the proxy sends: opaque and deterministic.
@@ -82,7 +99,6 @@ class AnthropicStream(StreamTranslator):
         super().__init__(model)
         self._max_tokens = max_tokens
         self._thinking_hash: Any = None  # the open thinking block's running sha256
-        self._message_id: str | None = None
         self._started = False
         self._next_index = 0
         self._open_index: int | None = None
@@ -166,13 +182,28 @@ class AnthropicStream(StreamTranslator):
 
     # -- chunk handling ---------------------------------------------------
 
-    def _note_more(self, chunk: Mapping[str, Any]) -> None:
-        cached = usage_counts(chunk.get("usage")).cached
+    def _note_usage(self, usage: Mapping[str, Any]) -> None:
+        super()._note_usage(usage)
+        cached = usage_counts(usage).cached
         if cached is not None:
             self._cached_tokens = cached
-        chunk_id = chunk.get("id")
-        if self._message_id is None and isinstance(chunk_id, str) and chunk_id:
-            self._message_id = "msg_" + chunk_id
+
+    def _texts(self, content: str, reasoning: str) -> bytes:
+        open_kind = self._open_kind
+        if content and not reasoning and open_kind == "text":
+            # The common frame: text into the open text block, one template.
+            data = _TEXT_DELTA % (_json_string(content).encode("utf-8"), self._open_index)
+            self._content_bytes += len(content) if content.isascii() else len(content.encode())
+            return data
+        if reasoning and not content and open_kind == "thinking":
+            self._thinking_hash.update(reasoning.encode("utf-8", "surrogatepass"))
+            return _THINKING_DELTA % (_json_string(reasoning).encode("utf-8"), self._open_index)
+        self._out = []
+        if reasoning:
+            self._write_thinking(reasoning)
+        if content:
+            self._write_text(content)
+        return self._take()
 
     def _choice(self, delta: Mapping[str, Any], finish_reason: str | None) -> bytes:
         self._out = []
@@ -195,18 +226,13 @@ class AnthropicStream(StreamTranslator):
             self._open_block({"type": "thinking", "thinking": "", "signature": ""}, "thinking")
             self._thinking_hash = hashlib.sha256()
         self._thinking_hash.update(thinking.encode("utf-8", "surrogatepass"))
-        self._emit(
-            "content_block_delta",
-            {"index": self._open_index, "delta": {"type": "thinking_delta", "thinking": thinking}},
-        )
+        quoted = _json_string(thinking).encode("utf-8")
+        self._out.append(_THINKING_DELTA % (quoted, self._open_index))
 
     def _write_text(self, text: str) -> None:
         if self._open_kind != "text":
             self._open_block({"type": "text", "text": ""}, "text")
-        self._emit(
-            "content_block_delta",
-            {"index": self._open_index, "delta": {"type": "text_delta", "text": text}},
-        )
+        self._out.append(_TEXT_DELTA % (_json_string(text).encode("utf-8"), self._open_index))
         self._content_bytes += len(text.encode("utf-8"))
 
     def _write_tool_fragment(self, fragment: Mapping[str, Any], position: int) -> None:
@@ -257,13 +283,8 @@ class AnthropicStream(StreamTranslator):
             self._send_arguments(tool, part)
 
     def _send_arguments(self, tool: _ToolBlock, arguments: str) -> None:
-        self._emit(
-            "content_block_delta",
-            {
-                "index": tool.block_index,
-                "delta": {"type": "input_json_delta", "partial_json": arguments},
-            },
-        )
+        quoted = _json_string(arguments).encode("utf-8")
+        self._out.append(_JSON_DELTA % (quoted, tool.block_index))
         tool.sent.append(arguments)
 
     def _tools_unfinished(self) -> bool:
@@ -286,7 +307,7 @@ class AnthropicStream(StreamTranslator):
         if self._started:
             return
         message: dict[str, Any] = {
-            "id": self._message_id or "msg_" + uuid.uuid4().hex,
+            "id": "msg_" + (self._chunk_id or uuid.uuid4().hex),
             "type": "message",
             "role": "assistant",
             "model": self._model,

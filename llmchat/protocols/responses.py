@@ -36,10 +36,17 @@ from typing import Any, Final
 from .. import wire_json
 from ..tools import decode_arguments, slot_for_fragment
 from .chunk_fields import int_or_none, reasoning_text, tool_call_list, tool_fragment
+from .responses_items import (
+    ARGUMENTS_DELTA,
+    OUTPUT_TEXT_DELTA,
+    REASONING_TEXT_DELTA,
+    SUMMARY_TEXT_DELTA,
+    OutputItem,
+    PendingCall,
+)
 from .responses_objects import (
     FAILED_CODE,
     Echo,
-    message_item,
     new_id,
     output_text_part,
     reasoning_text_part,
@@ -57,44 +64,6 @@ BAD_TOOL_CALL: Final = "The upstream model produced a tool call that could not b
 """The failure message for a tool call without a name or with undecodable arguments."""
 UPSTREAM_FAILED: Final = "The upstream server failed"
 """The failure message for an in-band upstream error (its own text is never passed on)."""
-
-
-class _Item:
-    """One output item: where it stands in ``output`` and what it holds so far."""
-
-    __slots__ = ("call_id", "id", "index", "kind", "name", "output", "parts")
-
-    def __init__(self, kind: str, index: int, item_id: str, output: OutputShape) -> None:
-        self.kind = kind  # "reasoning", "message" or "function_call"
-        self.output = output
-        self.index = index
-        self.id = item_id
-        self.parts: list[str] = []
-        self.call_id = ""
-        self.name = ""
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def shape(self, status: str) -> dict[str, Any]:
-        if self.kind == "reasoning":
-            return self.output.reasoning(self.id, self.text, status)
-        if self.kind == "message":
-            return message_item(self.id, self.text, status)
-        return self.output.call(self.id, self.call_id, self.name, self.text, status)
-
-
-class _Call:
-    """One upstream tool call on its way to becoming one ``function_call`` item."""
-
-    __slots__ = ("buffered", "id", "item", "name")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.buffered: list[str] = []  # arguments that came before the name
-        self.item: _Item | None = None
 
 
 class ResponsesStream(StreamTranslator):
@@ -124,11 +93,11 @@ class ResponsesStream(StreamTranslator):
         self.response_id = response_id or new_id("resp")
         self._created_at = int(time.time()) if created_at is None else created_at
         self._sequence = 0
-        self._items: list[_Item] = []
+        self._items: list[OutputItem] = []
         self._done: dict[int, dict[str, Any]] = {}
-        self._open: _Item | None = None
-        self._calls: list[_Call] = []
-        self._call_by_key: dict[Any, _Call] = {}
+        self._open: OutputItem | None = None
+        self._calls: list[PendingCall] = []
+        self._call_by_key: dict[Any, PendingCall] = {}
         self._cached_tokens: int | None = None
         self._reasoning_tokens: int | None = None
 
@@ -198,10 +167,8 @@ class ResponsesStream(StreamTranslator):
 
     # -- chunk handling ---------------------------------------------------
 
-    def _note_more(self, chunk: Mapping[str, Any]) -> None:
-        usage = chunk.get("usage")
-        if not isinstance(usage, Mapping):
-            return
+    def _note_usage(self, usage: Mapping[str, Any]) -> None:
+        super()._note_usage(usage)
         for block, key, name in (
             ("prompt_tokens_details", "cached_tokens", "_cached_tokens"),
             ("completion_tokens_details", "reasoning_tokens", "_reasoning_tokens"),
@@ -227,28 +194,57 @@ class ResponsesStream(StreamTranslator):
                     self._write_call(fragment, position)
         return self._take()
 
-    def _write(self, kind: str, text: str) -> None:
+    def _texts(self, content: str, reasoning: str) -> bytes:
         item = self._open
+        if content and not reasoning and item is not None and item.kind == "message":
+            # The common frame: text into the open message, one template.
+            item.parts.append(content)
+            data = OUTPUT_TEXT_DELTA % (
+                wire_json.json_string(content).encode("utf-8"),
+                item.at,
+                self._sequence,
+            )
+            self._sequence += 1
+            self._content_bytes += len(content) if content.isascii() else len(content.encode())
+            return data
+        self._out = []
+        if reasoning:
+            self._write("reasoning", reasoning)
+        if content:
+            self._write("message", content)
+            self._content_bytes += len(content.encode("utf-8"))
+        return self._take()
+
+    def _write(self, kind: str, text: str) -> None:
+        item = self._item_of(kind)
         summary = kind == "reasoning" and self._shape.summary
-        if item is None or item.kind != kind:
-            item = self._open_item(kind, new_id("rs" if kind == "reasoning" else "msg"))
-            part = reasoning_text_part("") if kind == "reasoning" else output_text_part("")
-            self._emit("response.content_part.added", {**self._at(item, 0), "part": part})
-            if summary:
-                added = {**self._summary_at(item), "part": summary_text_part("")}
-                self._emit("response.reasoning_summary_part.added", added)
         item.parts.append(text)
+        quoted = wire_json.json_string(text).encode("utf-8")
+        sequence = self._sequence
         if kind == "reasoning":
-            self._emit("response.reasoning_text.delta", {**self._at(item, 0), "delta": text})
+            self._out.append(REASONING_TEXT_DELTA % (quoted, item.at, sequence))
             if summary:
-                fields = {**self._summary_at(item), "delta": text}
-                self._emit("response.reasoning_summary_text.delta", fields)
+                sequence += 1
+                self._out.append(SUMMARY_TEXT_DELTA % (quoted, item.at, sequence))
         else:
-            fields = {**self._at(item, 0), "delta": text, "logprobs": []}
-            self._emit("response.output_text.delta", fields)
+            self._out.append(OUTPUT_TEXT_DELTA % (quoted, item.at, sequence))
+        self._sequence = sequence + 1
+
+    def _item_of(self, kind: str) -> OutputItem:
+        """The open item if it is a `kind` one, else a new one (its part added)."""
+        item = self._open
+        if item is not None and item.kind == kind:
+            return item
+        item = self._open_item(kind, new_id("rs" if kind == "reasoning" else "msg"))
+        part = reasoning_text_part("") if kind == "reasoning" else output_text_part("")
+        self._emit("response.content_part.added", {**self._at(item, 0), "part": part})
+        if kind == "reasoning" and self._shape.summary:
+            added = {**self._summary_at(item), "part": summary_text_part("")}
+            self._emit("response.reasoning_summary_part.added", added)
+        return item
 
     def _write_call(self, fragment: Mapping[str, Any], position: int) -> None:
-        call = slot_for_fragment(fragment, position, self._calls, self._call_by_key, _Call)
+        call = slot_for_fragment(fragment, position, self._calls, self._call_by_key, PendingCall)
         call_id, name, arguments = tool_fragment(fragment)
         call.id = call.id or call_id
         call.name = call.name or name
@@ -266,22 +262,21 @@ class ResponsesStream(StreamTranslator):
         if arguments:
             self._send_arguments(item, arguments)
 
-    def _open_call(self, call: _Call) -> None:
+    def _open_call(self, call: PendingCall) -> None:
         item = self._open_item("function_call", new_id("fc"), call)
         buffered, call.buffered = call.buffered, []
         for part in buffered:
             self._send_arguments(item, part)
 
-    def _send_arguments(self, item: _Item, arguments: str) -> None:
+    def _send_arguments(self, item: OutputItem, arguments: str) -> None:
         item.parts.append(arguments)
         if self._shape.is_custom(item.name):
             return  # the raw input is sent whole once the arguments are complete
-        self._emit(
-            "response.function_call_arguments.delta",
-            {"item_id": item.id, "output_index": item.index, "delta": arguments},
-        )
+        quoted = wire_json.json_string(arguments).encode("utf-8")
+        self._out.append(ARGUMENTS_DELTA % (quoted, item.at, self._sequence))
+        self._sequence += 1
 
-    def _readable(self, call: _Call) -> bool:
+    def _readable(self, call: PendingCall) -> bool:
         """True when `call` became an item whose arguments are one JSON object (or none),
         holding the raw input when the call is a custom tool's."""
         if call.item is None:
@@ -291,9 +286,9 @@ class ResponsesStream(StreamTranslator):
 
     # -- items and framing ------------------------------------------------
 
-    def _open_item(self, kind: str, item_id: str, call: _Call | None = None) -> _Item:
+    def _open_item(self, kind: str, item_id: str, call: PendingCall | None = None) -> OutputItem:
         self._close("completed")
-        item = _Item(kind, len(self._items), item_id, self._shape)
+        item = OutputItem(kind, len(self._items), item_id, self._shape)
         if call is not None:
             item.call_id = call.id or new_id("call")
             item.name = call.name
@@ -370,11 +365,11 @@ class ResponsesStream(StreamTranslator):
         )
 
     @staticmethod
-    def _summary_at(item: _Item) -> dict[str, Any]:
+    def _summary_at(item: OutputItem) -> dict[str, Any]:
         return {"item_id": item.id, "output_index": item.index, "summary_index": 0}
 
     @staticmethod
-    def _at(item: _Item, content_index: int) -> dict[str, Any]:
+    def _at(item: OutputItem, content_index: int) -> dict[str, Any]:
         return {"item_id": item.id, "output_index": item.index, "content_index": content_index}
 
     def _emit(self, name: str, fields: Mapping[str, Any]) -> None:

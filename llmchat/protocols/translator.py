@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .chunk_fields import int_or_none, upstream_error_message
+from .chunk_fields import int_or_none, reasoning_text, upstream_error_message
 
 __all__ = ["MALFORMED", "StreamTranslator"]
 
@@ -38,6 +38,7 @@ class StreamTranslator:
         self._input_tokens: int | None = None
         self._output_tokens: int | None = None
         self._content_bytes = 0
+        self._chunk_id: str | None = None  # the first id an upstream chunk carried
         self._finished = False
         self._errored = False
         self._out: list[bytes] = []  # the events of the call under way (event-stream formats)
@@ -82,7 +83,41 @@ class StreamTranslator:
             reason = reason if isinstance(reason, str) and reason else None
             if reason is not None:
                 self._finish_reason = reason
+            elif isinstance(delta, Mapping) and delta.get("tool_calls") is None:
+                # The common chunk, text or reasoning only: the format's template path.
+                content = delta.get("content")
+                content = content if isinstance(content, str) else ""
+                return self._texts(content, reasoning_text(delta))
             return self._choice(delta if isinstance(delta, Mapping) else {}, reason)
+        except Exception:
+            return self._salvage() + self.error_event(502, MALFORMED)
+
+    def text_delta(
+        self,
+        content: str,
+        reasoning: str = "",
+        model: str | None = None,
+        chunk_id: str | None = None,
+    ) -> bytes:
+        """`delta` of the common chunk, given as its parts: what a chunk with this `model`
+        and `chunk_id` whose one choice's delta holds only `content` and `reasoning` text
+        (either may be ``""``), with no finish reason, no usage and no tool call, becomes.
+
+        The same bytes as `delta` of that chunk, without building it: the proxy's
+        per-token path. None for `model` or `chunk_id` is a chunk without that field.
+        """
+        if type(content) is not str or type(reasoning) is not str:
+            raise TypeError("content and reasoning must be str")
+        if self._finished:
+            return b""
+        if model:
+            self._model = model
+        if chunk_id and self._chunk_id is None:
+            self._chunk_id = chunk_id
+        if not content and not reasoning:
+            return b""
+        try:
+            return self._texts(content, reasoning)
         except Exception:
             return self._salvage() + self.error_event(502, MALFORMED)
 
@@ -104,22 +139,25 @@ class StreamTranslator:
     # -- for subclasses ---------------------------------------------------
 
     def _note(self, chunk: Mapping[str, Any]) -> None:
-        """Record what any chunk may carry: the model it names and usage counts."""
+        """Record what any chunk may carry: the model it names, its id and usage counts."""
         model = chunk.get("model")
         if isinstance(model, str) and model:
             self._model = model
+        chunk_id = chunk.get("id")
+        if self._chunk_id is None and isinstance(chunk_id, str) and chunk_id:
+            self._chunk_id = chunk_id
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
-            prompt = int_or_none(usage.get("prompt_tokens"))
-            completion = int_or_none(usage.get("completion_tokens"))
-            if prompt is not None:
-                self._input_tokens = prompt
-            if completion is not None:
-                self._output_tokens = completion
-        self._note_more(chunk)
+            self._note_usage(usage)
 
-    def _note_more(self, chunk: Mapping[str, Any]) -> None:
-        """What a format records from any chunk beyond `_note`'s model and usage counts."""
+    def _note_usage(self, usage: Mapping[str, Any]) -> None:
+        """Record a chunk's usage counts; a format that reads more extends this."""
+        prompt = int_or_none(usage.get("prompt_tokens"))
+        completion = int_or_none(usage.get("completion_tokens"))
+        if prompt is not None:
+            self._input_tokens = prompt
+        if completion is not None:
+            self._output_tokens = completion
 
     def _override_counts(self, input_tokens: Any, output_tokens: Any) -> None:
         """`finish`'s token arguments win over what the stream reported."""
@@ -134,6 +172,16 @@ class StreamTranslator:
         May raise to reject the chunk (the stream then ends with `MALFORMED`).
         """
         raise NotImplementedError
+
+    def _texts(self, content: str, reasoning: str) -> bytes:
+        """What a delta of only `content` and `reasoning` text becomes (no finish, no tools).
+
+        A format writes this from pre-encoded templates; by default it is `_choice`'s.
+        """
+        delta = {"content": content}
+        if reasoning:
+            delta["reasoning_content"] = reasoning
+        return self._choice(delta, None)
 
     def _closing(self, build: Callable[[], bytes]) -> bytes:
         """The stream's last bytes from `build`, which ends the stream; if it raises (a

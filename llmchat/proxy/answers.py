@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..chunk import Chunk
 from ..protocols.translator import MALFORMED
 from ..redact import Redactor
 from ..response import Response
@@ -29,6 +30,9 @@ class Answer:
     redactor: Redactor = Redactor.of(())
     """The upstream's key forms; the app sets it before any answer is written."""
 
+    thinking: bool = True
+    """Whether the client sees the upstream's reasoning (`chunk` leaves it out otherwise)."""
+
     def stream(self) -> CleanStream:
         """The face's translator, behind the one door every streamed event goes through:
         its input cleaned of the key and of lone surrogates, its failures in band."""
@@ -40,7 +44,25 @@ class Answer:
 
     def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
         """The OpenAI chunk the stream translator takes for one upstream `Chunk`."""
-        return openai_chunk(chunk, response_id=response_id)
+        return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
+
+    def write(self, stream: Any, chunk: Chunk, response_id: str | None = None) -> bytes:
+        """The bytes one upstream `chunk` becomes on `stream` (this answer's `stream()`):
+        ``stream.delta(self.chunk(chunk, response_id))``.
+
+        The common chunk, text or reasoning only (no tool call, usage or finish),
+        goes to `stream.text_delta` as its parts, the same bytes without the
+        decoded OpenAI chunk being built, copied and read back per token.
+        """
+        if chunk.tool_calls or chunk.usage is not None or chunk.is_final:
+            return bytes(stream.delta(self.chunk(chunk, response_id)))
+        if response_id is None:
+            raw = chunk.raw
+            found = raw.get("id") if raw is not None else None
+            response_id = found if type(found) is str else None
+        reasoning = (chunk.thinking or "") if self.thinking else ""
+        data = stream.text_delta(chunk.content or "", reasoning, chunk.model or None, response_id)
+        return bytes(data)
 
     def body(self, response: Response) -> dict[str, Any]:
         raise NotImplementedError

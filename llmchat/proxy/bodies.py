@@ -110,7 +110,7 @@ class StreamBody(AccountedBody):
             yield head
         chunk = self._first
         while chunk is not None:
-            data = translator.delta(self._answer.chunk(chunk, response.id))
+            data = self._answer.write(translator, chunk, response.id)
             if data:
                 yield data
             if translator.errored:

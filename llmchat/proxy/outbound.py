@@ -115,12 +115,14 @@ class CleanStream:
     def __init__(self, translator: Any, redactor: Redactor) -> None:
         self._inner = translator
         self._cleaner = Cleaner(redactor)
-        self._windows = {
-            "reasoning_content": redactor.text_stream(),
-            "content": redactor.text_stream(),
-        }
+        self._reasoning = redactor.text_stream()
+        self._content = redactor.text_stream()
+        self._windows = {"reasoning_content": self._reasoning, "content": self._content}
+        self._scrubbing = bool(redactor)
         self._broken = False
         self.content_type: str = translator.content_type
+        # Models and ids cleaned, and what they became: a stream repeats the same few.
+        self._memo: dict[str, str] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -134,6 +136,33 @@ class CleanStream:
 
     def delta(self, chunk: Any) -> bytes:
         return self._guard(lambda: self._delta(chunk))
+
+    def text_delta(
+        self,
+        content: str,
+        reasoning: str = "",
+        model: str | None = None,
+        chunk_id: str | None = None,
+    ) -> bytes:
+        """`delta` of the common chunk given as its parts (see `StreamTranslator.text_delta`):
+        the same bytes, cleaned the same way, without building and copying the chunk."""
+        try:
+            memo = self._memo
+            if model is not None:
+                model = memo.get(model) or self._remember(model)
+            if chunk_id is not None:
+                chunk_id = memo.get(chunk_id) or self._remember(chunk_id)
+            if not content and not reasoning:
+                return bytes(self._inner.text_delta("", "", model, chunk_id))
+            if content and not content.isascii():
+                content = utf8_safe(content)
+            if reasoning and not reasoning.isascii():
+                reasoning = utf8_safe(reasoning)
+            if not self._scrubbing:  # no key: the windows would pass everything, hold nothing
+                return bytes(self._inner.text_delta(content, reasoning, model, chunk_id))
+            return self._scrubbed_text_delta(content, reasoning, model, chunk_id)
+        except Exception as exc:
+            return self._failed(exc)
 
     def finish(self, *args: Any, **kwargs: Any) -> bytes:
         def finish() -> bytes:
@@ -152,11 +181,15 @@ class CleanStream:
         try:
             return build()
         except Exception as exc:
-            log.warning("a stream's event could not be written (%s)", type(exc).__name__)
+            return self._failed(exc)
+
+    def _failed(self, exc: Exception) -> bytes:
+        """The face's error event for an event that raised `exc`; ``b""`` if that fails too."""
+        log.warning("a stream's event could not be written (%s)", type(exc).__name__)
         try:
             return bytes(self._inner.error_event(502, MALFORMED))
-        except Exception as exc:
-            log.error("a stream's error event could not be written (%s)", type(exc).__name__)
+        except Exception as again:
+            log.error("a stream's error event could not be written (%s)", type(again).__name__)
             self._broken = True
             return b""
 
@@ -206,6 +239,37 @@ class CleanStream:
         choice["delta"] = delta
         chunk["choices"] = [choice, *tree(choices[1:])] if len(choices) > 1 else [choice]
         return out + bytes(self._inner.delta(chunk))
+
+    def _remember(self, text: str) -> str:
+        """`text` cleaned, kept in `_memo` (at most `_MEMO_SIZE` of them)."""
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+        cleaned = self._memo[text] = self._cleaner.text(text)
+        return cleaned
+
+    def _scrubbed_text_delta(
+        self, content: str, reasoning: str, model: str | None, chunk_id: str | None
+    ) -> bytes:
+        """`text_delta`'s parts through the key windows, as `_delta` feeds them."""
+        if content:
+            content = self._content.feed(content)
+        if reasoning:
+            reasoning = self._reasoning.feed(reasoning)
+        out = b""
+        # As `_delta`: a tail held for one field goes out, before this chunk, once
+        # another field speaks: it was no key's start after all.
+        if not reasoning and self._reasoning.holding:
+            out += self._flush(self._head(model, chunk_id), "reasoning_content")
+        if not content and self._content.holding:
+            out += self._flush(self._head(model, chunk_id), "content")
+        return out + bytes(self._inner.text_delta(content, reasoning, model, chunk_id))
+
+    @staticmethod
+    def _head(model: str | None, chunk_id: str | None) -> dict[str, Any]:
+        head = {} if chunk_id is None else {"id": chunk_id}
+        if model is not None:
+            head["model"] = model
+        return head
 
     def _calls(self, calls: Any) -> Any:
         """Tool-call fragments cleaned; arguments are JSON text, and a lone surrogate escaped

@@ -10,7 +10,7 @@ from ....protocols.anthropic import AnthropicStream, stop_reason_for
 from ....response import Response
 from ...answers import Answer, unreadable
 from ...overflow import context_overflow
-from ...upstream import Failure, client_message, failure_of, openai_chunk
+from ...upstream import Failure, client_message, failure_of
 from . import translate as anthropic_face
 
 __all__ = ["AnthropicAnswer"]
@@ -37,7 +37,7 @@ class AnthropicAnswer(Answer):
             # Skeid's rule: a parser rejection ends the stream with a generic error,
             # never a tool_use the client would run with made-up input.
             return {"error": {"message": "a tool call's arguments were not valid JSON"}}
-        return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
+        return super().chunk(chunk, response_id)
 
     def complete(self, response: Response) -> bool:
         """Also a content filter's stop: Anthropic's client reads it as ``refusal``."""

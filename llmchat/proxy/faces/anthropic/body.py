@@ -9,7 +9,9 @@ nothing written the body writes a ``ping`` (after ``message_start``, if none
 went out yet). Accounting, hang-up handling and the ending are `StreamBody`'s.
 
 The queue is bounded (`Handoff`): a client that stops reading stops the
-pump, so the paced Response stops reading the upstream too. `close()` ends
+pump, so the paced Response stops reading the upstream too. The body takes
+every chunk queued at once and writes what they become as one piece, so a
+burst of tokens costs one send, not one per token. `close()` ends
 the handoff, so a pump blocked on a full queue leaves at once.
 """
 
@@ -75,17 +77,30 @@ class PingingStreamBody(StreamBody):
                 if data:
                     yield data
                 continue
-            chunk = arrived.get(wait)
-            if chunk is _EMPTY:
+            batch = arrived.take(wait)
+            if batch is _EMPTY:
                 continue  # silent for the whole interval: the next turn pings
-            if chunk is _END:
+            if batch is _END:
                 break
-            data = translator.delta(self._answer.chunk(chunk, response.id))
+            # Every chunk that arrived while the last piece was being written goes out
+            # as one piece: one send for them all, not one per token.
+            pieces = []
+            ended = False
+            for chunk in batch:
+                if chunk is _END:
+                    ended = True
+                    break
+                pieces.append(self._answer.write(translator, chunk, response.id))
+                if translator.errored:
+                    break
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
             if data:
                 written = time.monotonic()
                 yield data
             if translator.errored:
                 response.cancel()
+                break
+            if ended:
                 break
         yield from self._tail()
 
@@ -114,16 +129,18 @@ class Handoff:
             self._cond.notify_all()
             return True
 
-    def get(self, timeout: float) -> Any:
-        """The next item; `_EMPTY` after `timeout` seconds with none, `_END` once closed."""
+    def take(self, timeout: float) -> Any:
+        """Every item queued, as a list, once there is one; `_EMPTY` after `timeout`
+        seconds with none, `_END` once closed. One lock hand-over for the lot."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._items or self._closed, timeout):
                 return _EMPTY
             if not self._items:
                 return _END
-            item = self._items.popleft()
+            items = list(self._items)
+            self._items.clear()
             self._cond.notify_all()
-            return item
+            return items
 
     def close(self) -> None:
         with self._cond:

@@ -10,7 +10,6 @@ from ....protocols.ollama import OllamaStream
 from ....protocols.usage_counts import usage_counts
 from ....response import Response
 from ...answers import Answer
-from ...upstream import openai_chunk
 from .shapes import final_body
 
 __all__ = ["OllamaAnswer"]
@@ -28,9 +27,6 @@ class OllamaAnswer(Answer):
 
     def translator(self) -> OllamaStream:
         return OllamaStream(self.model, shape=self.shape)
-
-    def chunk(self, chunk: Any, response_id: str | None = None) -> dict[str, Any]:
-        return openai_chunk(chunk, thinking=self.thinking, response_id=response_id)
 
     def loaded(self, unload: bool = False) -> dict[str, Any]:
         common: dict[str, Any] = dict(
