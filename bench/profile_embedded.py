@@ -38,7 +38,8 @@ calls = collections.Counter()
 counting = False
 def count(frame, event, arg):
     if counting and event == "call":
-        calls["/".join(frame.f_code.co_filename.rsplit("/", 2)[-2:]) + ":" + frame.f_code.co_name] += 1
+        code = frame.f_code
+        calls["/".join(code.co_filename.rsplit("/", 2)[-2:]) + ":" + code.co_name] += 1
 upstream = OpenAICommon(sys.argv[1])
 server = make_server(make_app(upstream), "127.0.0.1", 0)
 threading.setprofile(count)
@@ -170,11 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Python calls per request: {sum(calls.values()) / total:.1f}")
     folders: dict[str, int] = {}
     for name, number in calls.items():
-        folder = name.split("/", 1)[0] if "/" in name else "(stdlib)"
-        folders[folder] = folders.get(folder, 0) + number
-    print("  by folder: " + ", ".join(
-        f"{name} {number / total:.1f}" for name, number in sorted(folders.items(), key=lambda kv: -kv[1])
-    ))
+        where = name.split("/", 1)[0] if "/" in name else "(stdlib)"
+        folders[where] = folders.get(where, 0) + number
+    print(
+        "  by folder: "
+        + ", ".join(
+            f"{name} {number / total:.1f}"
+            for name, number in sorted(folders.items(), key=lambda kv: -kv[1])
+        )
+    )
     server = {k: v for k, v in calls.items() if k.startswith("server/")}
     print(f"  in llmchat/proxy/server/: {sum(server.values()) / total:.1f}")
     top = sorted(calls.items(), key=lambda kv: -kv[1])[:30]

@@ -100,7 +100,8 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         self._reader = DeadlineReader(
             self.connection, idle=limits.idle_timeout, headers=limits.header_timeout
         )
-        self.rfile = io.BufferedReader(self._reader)
+        self._buffered = io.BufferedReader(self._reader)
+        self.rfile = self._buffered
         self.wfile = StallWriter(self.connection, stall=limits.send_timeout)
         self._expect_continue = False
         self._body_until: float | None = None
@@ -141,7 +142,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
 
     def take_unread(self) -> bytes:
         """Bytes read past the request just served: the next (pipelined) request's start."""
-        return self._reader.take_unread(self.rfile)
+        return self._reader.take_unread(self._buffered)
 
     def close(self) -> None:
         """End the connection: linger over bytes nobody will read, then close the socket."""

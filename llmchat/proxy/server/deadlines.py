@@ -79,7 +79,7 @@ class DeadlineReader(io.RawIOBase):
         self._first_byte = False
         self._deadline = until
 
-    def take_unread(self, rfile: io.BufferedReader) -> bytes:
+    def take_unread(self, rfile: io.BufferedReader[Any]) -> bytes:
         """What `rfile` (buffered over this reader) and the preloaded bytes still hold, unread.
 
         The start of a pipelined request; the socket is not read (a read now
@@ -112,7 +112,7 @@ class DeadlineReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int | None:  # type: ignore[override]
+    def readinto(self, buffer: Any) -> int | None:
         held = self._held
         if held is not None:
             count = min(len(held), len(buffer))

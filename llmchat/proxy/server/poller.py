@@ -375,7 +375,7 @@ class Poller:
         self._wake()
 
     def close(self) -> None:
-        """Once `run` returned: end the waiting connections; in-flight answers finish, then close."""
+        """Once `run` returned: end waiting connections; answers under way finish, then close."""
         self._closed = True
         for conn in list(self._waiting.values()):
             self._close(conn)

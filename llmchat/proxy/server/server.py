@@ -59,7 +59,7 @@ DEFAULT_THREADS = 32  # the README's --threads default: threads >= streams serve
 
 
 class ProxyServer(HTTPServer):
-    """An HTTP/1.1 WSGI server: an acceptor-poller thread and `threads` pool threads, under `limits`.
+    """An HTTP/1.1 WSGI server: a poller thread and a pool of `threads` threads, under `limits`.
 
     A connection counts against `max_connections` for as long as it is open,
     idle between requests included: each holds a descriptor, which is what
@@ -175,7 +175,7 @@ class ProxyServer(HTTPServer):
         return pair
 
     def _back_off(self, exc: OSError) -> None:
-        """Wait before the next accept: the pending connection stays queued, the poll fires again."""
+        """Wait before the next accept: the pending connection stays queued, polled again."""
         self._backoff = next_backoff(self._backoff, exc)
         self._stopping.wait(self._backoff)
 
@@ -204,7 +204,10 @@ class ProxyServer(HTTPServer):
             self.shutdown_request(sock)
             return
         thread = threading.Thread(
-            target=self._refuse, args=(sock, client_address), name="llmchat-proxy-reject", daemon=True
+            target=self._refuse,
+            args=(sock, client_address),
+            name="llmchat-proxy-reject",
+            daemon=True,
         )
         try:
             thread.start()
