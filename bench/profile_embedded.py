@@ -41,7 +41,8 @@ def count(frame, event, arg):
         code = frame.f_code
         calls["/".join(code.co_filename.rsplit("/", 2)[-2:]) + ":" + code.co_name] += 1
 upstream = OpenAICommon(sys.argv[1])
-server = make_server(make_app(upstream), "127.0.0.1", 0)
+options = json.loads(sys.argv[2])
+server = make_server(make_app(upstream), "127.0.0.1", 0, **options)
 threading.setprofile(count)
 sys.setprofile(count)
 def control():
@@ -70,25 +71,36 @@ def _short_body() -> bytes:
     ).encode()
 
 
-def _client(port: int, count: int, body: bytes) -> None:
+def _client(port: int, count: int, body: bytes, phases: threading.Barrier) -> None:
+    """20 requests (warm-up), then `count` counted ones, on one kept-alive connection.
+
+    The connection (and so the proxy's side of it) lives through both phases:
+    what the proxy does for it between them is counted too, not left out.
+    """
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     headers = {"Content-Type": "application/json"}
-    for _ in range(count):
-        conn.request("POST", "/v1/chat/completions", body, headers)
-        answer = conn.getresponse()
-        data = answer.read()
-        assert answer.status == 200, data
+    for number in (20, count):
+        phases.wait()
+        for _ in range(number):
+            conn.request("POST", "/v1/chat/completions", body, headers)
+            answer = conn.getresponse()
+            data = answer.read()
+            assert answer.status == 200, data
+        phases.wait()
     conn.close()
 
 
-def _run_clients(port: int, clients: int, per_client: int, body: bytes) -> None:
+def _start_clients(
+    port: int, clients: int, per_client: int, body: bytes
+) -> tuple[threading.Barrier, list[threading.Thread]]:
+    phases = threading.Barrier(clients + 1)
     threads = [
-        threading.Thread(target=_client, args=(port, per_client, body)) for _ in range(clients)
+        threading.Thread(target=_client, args=(port, per_client, body, phases))
+        for _ in range(clients)
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    return phases, threads
 
 
 def _syscalls(path: Path) -> dict[str, int]:
@@ -102,6 +114,20 @@ def _syscalls(path: Path) -> dict[str, int]:
             if number.isdigit():
                 counts[name] = int(number)
     return counts
+
+
+def _switches(pid: int) -> int:
+    """Context switches so far, voluntary and not, summed over the threads of `pid` alive now."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            text = (task / "status").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        for line in text.splitlines():
+            if line.endswith("ctxt_switches:") or "ctxt_switches:" in line:
+                total += int(line.split()[-1])
+    return total
 
 
 def _attach(pid: int, out: Path) -> subprocess.Popen[bytes]:
@@ -121,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--strace", action="store_true", help="count syscalls (strace -c -f)")
     parser.add_argument("--quick", action="store_true", help="100 requests")
+    parser.add_argument("--threads", type=int, help="make_server's pool size (default: its own)")
+    parser.add_argument(
+        "--tree", type=Path, default=ROOT, help="the llmchat checkout the proxy runs (a before)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.requests = 100
@@ -137,24 +167,38 @@ def main(argv: list[str] | None = None) -> int:
     assert upstream.stdout is not None
     up_port = int(upstream.stdout.readline())
     strace_out = folder / "strace.txt"
-    command = [sys.executable, "-c", _PROXY, f"http://127.0.0.1:{up_port}/v1"]
+    options = {} if args.threads is None else {"threads": args.threads}
+    command = [
+        sys.executable,
+        "-c",
+        _PROXY,
+        f"http://127.0.0.1:{up_port}/v1",
+        json.dumps(options),
+    ]
     if args.strace and shutil.which("strace") is None:
         print("strace is not installed: no syscall counts", file=sys.stderr)
         args.strace = False
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(args.tree))
     proxy = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=args.tree
     )
     assert proxy.stdin is not None and proxy.stdout is not None
     try:
         port = int(proxy.stdout.readline())
-        _run_clients(port, args.clients, 20, body)  # warm-up, not counted
+        phases, clients = _start_clients(port, args.clients, per_client, body)
+        phases.wait()
+        phases.wait()  # the warm-up, not counted
         tracer = _attach(proxy.pid, strace_out) if args.strace else None
+        switches = _switches(proxy.pid)
         proxy.stdin.write("start\n")
         proxy.stdin.flush()
-        _run_clients(port, args.clients, per_client, body)
+        phases.wait()
+        phases.wait()
         proxy.stdin.write("stop\n")
         proxy.stdin.flush()
+        switches = _switches(proxy.pid) - switches
+        for client in clients:
+            client.join()
         if tracer is not None:
             tracer.send_signal(signal.SIGINT)
             tracer.wait(30)
@@ -169,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         upstream.wait(30)
     print(f"{total} short requests, {args.clients} kept-alive client(s)")
     print(f"Python calls per request: {sum(calls.values()) / total:.1f}")
+    print(f"context switches per request (all the proxy's threads): {switches / total:.1f}")
     folders: dict[str, int] = {}
     for name, number in calls.items():
         where = name.split("/", 1)[0] if "/" in name else "(stdlib)"
@@ -182,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     server = {k: v for k, v in calls.items() if k.startswith("server/")}
     print(f"  in llmchat/proxy/server/: {sum(server.values()) / total:.1f}")
+    for name, number in sorted(server.items(), key=lambda kv: -kv[1]):
+        print(f"    {number / total:7.2f}  {name}")
+    print("  everywhere:")
     top = sorted(calls.items(), key=lambda kv: -kv[1])[:30]
     for name, number in top:
         print(f"  {number / total:7.2f}  {name}")

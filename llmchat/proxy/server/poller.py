@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Any
 
+from .pool import Pool
 from .readiness import EpollReadiness, SelectorReadiness, best_readiness
 from .request_framing import RequestFraming
 
@@ -104,24 +105,18 @@ class Poller:
         self._kept: dict[_Conn, None] = {}  # kept alive, before the next request's first byte
         self._head: dict[_Conn, None] = {}
         self._body: dict[_Conn, None] = {}
-        self._jobs: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
         self._returned: queue.SimpleQueue[_Conn] = queue.SimpleQueue()
         self._sleeping = False
         self._stopping = False
         self._closed = False
-        self._pool: list[threading.Thread] = []
+        self._pool: Pool[_Conn] | None = None
 
     # -- the poller's thread ------------------------------------------------------
 
     def run(self) -> None:
         """Serve until `stop()`; the pool's threads start on the first call."""
-        if not self._pool:
-            for number in range(self._threads):
-                thread = threading.Thread(
-                    target=self._work, name=f"llmchat-proxy-pool-{number}", daemon=True
-                )
-                thread.start()
-                self._pool.append(thread)
+        if self._pool is None:
+            self._pool = Pool(self._threads, self._work, "llmchat-proxy-pool")
         self._stopping = False
         listener, wake = self._listener.fileno(), self._wake_r.fileno()
         while not self._stopping:
@@ -261,7 +256,8 @@ class Poller:
         self._forget(conn)
         conn.data = bytes(framing.data)
         conn.framing = None
-        self._jobs.put(conn)
+        assert self._pool is not None
+        self._pool.submit(conn)
 
     def _forget(self, conn: _Conn) -> None:
         """The poller no longer holds `conn` (it is served, or closed)."""
@@ -319,14 +315,12 @@ class Poller:
 
     # -- the pool's threads ---------------------------------------------------------
 
-    def _work(self) -> None:
-        jobs = self._jobs
-        while (conn := jobs.get()) is not None:
-            try:
-                self._serve(conn)
-            except Exception:
-                log.debug("serving %s ended with an error", conn.address, exc_info=True)
-                self._end(conn)
+    def _work(self, conn: _Conn) -> None:
+        try:
+            self._serve(conn)
+        except Exception:
+            log.debug("serving %s ended with an error", conn.address, exc_info=True)
+            self._end(conn)
 
     def _serve(self, conn: _Conn) -> None:
         server = self._server
@@ -380,8 +374,8 @@ class Poller:
         for conn in list(self._waiting.values()):
             self._close(conn)
         self.sweep()
-        for _ in self._pool:
-            self._jobs.put(None)
+        if self._pool is not None:
+            self._pool.stop()
         self._readiness.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -398,4 +392,4 @@ class Poller:
     @property
     def threads(self) -> list[threading.Thread]:
         """The pool's threads (started by the first `run`)."""
-        return list(self._pool)
+        return [] if self._pool is None else list(self._pool.threads)
