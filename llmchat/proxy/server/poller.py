@@ -145,6 +145,9 @@ class Poller:
                     if conn is not None:
                         self._on_readable(conn)
             self._expire(time.monotonic())
+        for request in handed:  # read whole before the stop: answered, then closed
+            pool.submit(request)
+        handed.clear()
 
     def _timeout(self) -> float | None:
         """Seconds until the first deadline of any phase (`None`: none)."""
