@@ -66,18 +66,26 @@ def linger_seconds(limits: ServerLimits) -> float:
 
 
 class ConnectionHandler(BaseHTTPRequestHandler):
-    """Serves the server's WSGI app (``server.get_app()``) on one connection, request by request.
+    """Serves the server's WSGI app (``server.get_app()``) on one connection, a request per call.
 
-    The server may offer ``idle_begin(sock) -> bool`` / ``idle_end(sock)``,
-    called around each wait for a request after the first: it may end an
-    idle connection (shut it down) to make room, or refuse (`False`) when it
-    is closing.
+    Not `BaseHTTPRequestHandler`'s life, which serves a whole connection in
+    its constructor: a pool thread calls `serve_one` with the bytes the
+    server's poller read of a request, and the connection goes back to the
+    poller between requests (holding no thread), with `take_unread` (a
+    pipelined request's start) if it stays open. Its reader, buffer and
+    writer live as long as the connection, not a request.
     """
 
     protocol_version = "HTTP/1.1"
     server_version = "llmchat"
     _request_id: str | None = None
     """The answer's ``x-request-id`` while its access line is logged."""
+
+    def __init__(self, request: Any, client_address: Any, server: Any) -> None:
+        self.request = request
+        self.client_address = client_address
+        self.server = server
+        self.setup()
 
     def setup(self) -> None:
         self.connection = self.request
@@ -88,35 +96,71 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         except OSError:
             pass  # not TCP (a Unix socket in a test): nothing to tune
         limits = self._limits()
+        self.limits = limits
         self._reader = DeadlineReader(
             self.connection, idle=limits.idle_timeout, headers=limits.header_timeout
         )
-        self.rfile = io.BufferedReader(self._reader)
+        self._buffered = io.BufferedReader(self._reader)
+        self.rfile = self._buffered
         self.wfile = StallWriter(self.connection, stall=limits.send_timeout)
-        self._served = 0
         self._expect_continue = False
+        self._body_until: float | None = None
         self.fields = RequestHeaders([])
+        address: Any = self.server.server_address
+        self._server_pair = (
+            str(getattr(self.server, "server_name", address[0])),
+            int(address[1]),
+        )
+        self._client_pair = (str(self.client_address[0]), int(self.client_address[1]))
+        self._extra = {"llmchat.client_socket": self.connection}
 
     def _limits(self) -> ServerLimits:
         limits = getattr(self.server, "limits", None)
         return limits if isinstance(limits, ServerLimits) else ServerLimits()
 
-    def handle(self) -> None:
+    def serve_one(
+        self, data: bytes | bytearray, *, until: float | None, body_until: float | None = None
+    ) -> bool:
+        """Serve the request whose first bytes are `data`; whether the connection stays open.
+
+        `until` bounds reading the rest of its head (when `data` ends inside
+        it), `body_until` its body (`None`: `body_timeout` from the head's end).
+        """
+        self._reader.preload(data, until)
+        self._body_until = body_until
         self.close_connection = True
         try:
             self.handle_one_request()
-            while not self.close_connection:
-                self.handle_one_request()
         except TimeoutError:
-            # Idle, or a request line and headers too slow: nobody to answer, as with a hang-up.
+            # A request line and headers too slow: nobody to answer, as with a hang-up.
             log.debug("%s sent no whole request in time; closed", self.address_string())
+            self.close_connection = True
         except ConnectionError:
             log.debug("%s went away", self.address_string())
+            self.close_connection = True
+        return not self.close_connection
+
+    def take_unread(self) -> bytes:
+        """Bytes read past the request just served: the next (pipelined) request's start."""
+        return self._reader.take_unread(self._buffered)
+
+    def close(self) -> None:
+        """End the connection: linger over bytes nobody will read, then close the socket."""
+        try:
+            self.finish()
+        except OSError:
+            pass
+        try:
+            self.connection.close()
+        except OSError:
+            pass
 
     def handle_one_request(self) -> None:
         self.close_connection = True
         self._expect_continue = False
-        line = self._request_line()
+        line = bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))
+        if line in (b"\r\n", b"\n"):
+            line = bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))  # RFC 9112 §2.2
         if not line:
             return
         self.raw_requestline = line
@@ -127,26 +171,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         if not self.parse_request():
             return
         self.close_connection = not self._client_keeps_alive()
-        self._served += 1
         self._serve()
-
-    def _request_line(self) -> bytes:
-        """The next request line; empty when the connection ended (or must end) first."""
-        if not self._served:
-            return bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))
-        self._reader.expect_request(self._limits().idle_timeout)
-        begin = getattr(self.server, "idle_begin", None)
-        if begin is not None and not begin(self.connection):
-            return b""
-        try:
-            line = bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))
-            if line in (b"\r\n", b"\n"):
-                line = bytes(self.rfile.readline(REQUEST_LINE_MAX + 1))  # RFC 9112 §2.2
-            return line
-        finally:
-            end = getattr(self.server, "idle_end", None)
-            if end is not None:
-                end(self.connection)
 
     def parse_request(self) -> bool:
         """Read the request line and headers (`request_head`); answer and close on bad ones."""
@@ -180,7 +205,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         self.wfile.write(_CONTINUE)
 
     def _serve(self) -> None:
-        limits = self._limits()
+        limits = self.limits
         try:
             body, length = body_of(
                 self.fields, self.rfile, self._invite if self._expect_continue else None
@@ -188,8 +213,11 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         except Unframeable as exc:
             self.send_error(exc.status, str(exc))
             return
-        # The head is in: the body's deadline starts.
-        self._reader.arm(limits.body_timeout)
+        # The head is in: the body's deadline starts (or started when the poller saw the head end).
+        if self._body_until is None:
+            self._reader.arm(limits.body_timeout)
+        else:
+            self._reader.until(self._body_until)
         exchange = WSGIExchange(
             self.wfile.write,
             method=self.command,
@@ -214,7 +242,6 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             self._request_id = None
 
     def _environ(self, body: RequestBody, length: int | None) -> dict[str, Any]:
-        address: Any = self.server.server_address
         return request_environ(
             method=self.command,
             target=self.path,
@@ -222,9 +249,9 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             headers=self.fields,
             body=body,
             content_length=length,
-            server=(str(getattr(self.server, "server_name", address[0])), int(address[1])),
-            client=(str(self.client_address[0]), int(self.client_address[1])),
-            extra={"llmchat.client_socket": self.connection},
+            server=self._server_pair,
+            client=self._client_pair,
+            extra=self._extra,
         )
 
     def _failed(self, exchange: WSGIExchange, exc: Exception) -> None:
@@ -263,7 +290,6 @@ class ConnectionHandler(BaseHTTPRequestHandler):
             log.debug("%s went away before its error answer", self.address_string())
 
     def finish(self) -> None:
-        super().finish()
         if wait_for(self.connection, write=False, timeout=0):
             # Bytes nobody will read (a refused body, the rest of a 414's line, a
             # pipelined request after a close): half-close so the answer ends,
@@ -272,7 +298,7 @@ class ConnectionHandler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_WR)
             except OSError:
                 return
-            drain(self.connection, seconds=linger_seconds(self._limits()), limit=DRAIN_BYTES)
+            drain(self.connection, seconds=linger_seconds(self.limits), limit=DRAIN_BYTES)
 
     def log_message(self, format: str, *args: Any) -> None:
         extra = {"request_id": self._request_id} if self._request_id else None

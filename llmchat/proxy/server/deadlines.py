@@ -66,6 +66,33 @@ class DeadlineReader(io.RawIOBase):
         self._headers = headers
         self._first_byte = True
         self._deadline = _deadline_in(idle)
+        self._held: memoryview | None = None  # bytes the server's poller read for us
+        self._paused = False
+
+    def preload(self, data: bytes | bytearray, until: float | None) -> None:
+        """Read `data` first (what the poller read of a request); then the socket by `until`.
+
+        `until` is the deadline (`time.monotonic()`) of the phase the request
+        is in: its head's, or its body's once the head is all in `data`.
+        """
+        self._held = memoryview(data) if data else None
+        self._first_byte = False
+        self._deadline = until
+
+    def take_unread(self, rfile: io.BufferedReader[Any]) -> bytes:
+        """What `rfile` (buffered over this reader) and the preloaded bytes still hold, unread.
+
+        The start of a pipelined request; the socket is not read (a read now
+        answers ``None``, "would block", so `read1` stops at what is held).
+        """
+        self._paused = True
+        try:
+            parts = []
+            while chunk := rfile.read1(65536):
+                parts.append(chunk)
+        finally:
+            self._paused = False
+        return b"".join(parts)
 
     def expect_request(self, idle: float | None) -> None:
         """Back to the idle phase, for the next request on a kept-alive connection."""
@@ -77,10 +104,23 @@ class DeadlineReader(io.RawIOBase):
         self._first_byte = False
         self._deadline = _deadline_in(seconds)
 
+    def until(self, deadline: float | None) -> None:
+        """Every later read ends by `deadline` (`time.monotonic()`; `None`: no limit)."""
+        self._first_byte = False
+        self._deadline = deadline
+
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: Any) -> int | None:
+        held = self._held
+        if held is not None:
+            count = min(len(held), len(buffer))
+            memoryview(buffer).cast("B")[:count] = held[:count]
+            self._held = held[count:] if count < len(held) else None
+            return count
+        if self._paused:
+            return None
         view = memoryview(buffer).cast("B")
         while True:
             left = self._left()

@@ -1,19 +1,23 @@
-"""A small threaded HTTP/1.1 WSGI server for the proxy, from the standard library.
+"""A small HTTP/1.1 WSGI server for the proxy, from the standard library: gunicorn's gthread model.
 
-Each connection gets a thread (`connection.ConnectionHandler`) that serves
-its requests in turn, kept alive between them; every piece the app yields is
-written at once (chunked to HTTP/1.1 clients), which streaming needs; the
-client socket is in the environ (``llmchat.client_socket``) so the app can
-notice a hang-up during prefill.
+One thread accepts connections and waits on every one that is not being
+served (`poller.Poller`): idle kept-alive connections, and requests still
+arriving. A whole request goes to a bounded pool of threads (`threads`, 32
+by default: the README's ``--threads`` default); the thread serves it
+(`connection.ConnectionHandler`) and gives the connection back. Every piece
+the app yields is written at once (chunked to HTTP/1.1 clients), which
+streaming needs, so a stream holds its thread to its end; the client socket
+is in the environ (``llmchat.client_socket``) so the app can notice a
+hang-up during prefill.
 
 It also refuses to be held hostage (see `ServerLimits`): total deadlines for
 the idle wait before each request, the request line and headers, and the
-body; a send timeout; a cap on connections served at once — beyond which an
-idle kept-alive connection is closed to make room, or else a few threads
-answer a 503 in the face's shape and the rest are closed at once; an accept
-loop that backs off instead of spinning when the process is out of
-descriptors; and the errors `http.server` answers itself (400, 414, 431) as
-JSON in the face's shape.
+body, kept by the poller, so a quiet client holds no thread; a send timeout;
+a cap on connections open at once — beyond which an idle kept-alive
+connection is closed to make room, or else a few threads answer a 503 in
+the face's shape and the rest are closed at once; an accept loop that backs
+off instead of spinning when the process is out of descriptors; and the
+errors `http.server` answers itself (400, 414, 431) as JSON in the face's shape.
 
 For production, any WSGI server that does not buffer responses works the same
 way; see the README (gunicorn's ``gthread`` workers, which also pass the socket).
@@ -26,7 +30,6 @@ import io
 import logging
 import math
 import socket
-import socketserver
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +40,7 @@ from ..error_shapes import face_of_request_line, overloaded_body
 from .connection import ConnectionHandler, error_response, linger_seconds
 from .deadlines import DeadlineReader, StallWriter, drain, next_backoff
 from .limits import ServerLimits
+from .poller import Poller
 
 __all__ = ["ProxyServer", "ServerLimits", "error_response", "make_server"]
 
@@ -51,20 +55,21 @@ _REJECTERS = 8
 _DRAIN_BYTES = 65536
 _REFUSAL_LOG_SECONDS = 60.0
 _REQUEST_LINE_MAX = 65537  # what the handler reads; more is a 414
+DEFAULT_THREADS = 32  # the README's --threads default: threads >= streams served at once
 
 
-class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
-    """An HTTP/1.1 WSGI server with a daemon thread per connection, under `limits`.
+class ProxyServer(HTTPServer):
+    """An HTTP/1.1 WSGI server: a poller thread and a pool of `threads` threads, under `limits`.
 
     A connection counts against `max_connections` for as long as it is open,
-    idle between requests included: each holds a thread and a descriptor,
-    which is what the cap protects. But an idle one is the first to go: at
-    the cap, a new connection ends the longest-idle kept-alive connection
-    (whose client reconnects, as after any idle close) rather than being
-    refused, so idle pools cannot lock new clients out.
+    idle between requests included: each holds a descriptor, which is what
+    the cap protects (threads are the pool's, whatever the connections). But
+    an idle one is the first to go: at the cap, a new connection ends the
+    longest-idle kept-alive connection (whose client reconnects, as after any
+    idle close) rather than being refused, so idle pools cannot lock new
+    clients out.
     """
 
-    daemon_threads = True
     allow_reuse_address = True
 
     def __init__(
@@ -74,19 +79,21 @@ class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
         bind_and_activate: bool = True,
         *,
         limits: ServerLimits | None = None,
+        threads: int = DEFAULT_THREADS,
     ) -> None:
         self.limits = limits if limits is not None else ServerLimits()
         self.request_queue_size = self.limits.backlog  # read by server_activate's listen()
+        self.threads = threads
         self._gate = threading.Lock()
         self._serving = 0
         self._rejecting = 0
         self._refusals = 0
         self._refusals_told = -math.inf
         self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()  # not serving yet: `shutdown()` has nothing to wait for
         self._backoff = 0.0
-        # Connections waiting for their next request, the longest idle first.
-        self._idle: dict[socket.socket, None] = {}
-        self._closed = False
+        self._poller: Poller | None = None
         self.application: Callable[..., Any] | None = None
         super().__init__(server_address, handler, bind_and_activate)
 
@@ -107,115 +114,108 @@ class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
         with self._gate:
             return self._serving
 
+    @property
+    def pool_threads(self) -> list[threading.Thread]:
+        """The pool's threads (none before `serve_forever`)."""
+        return [] if self._poller is None else self._poller.threads
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-response is routine for a streaming proxy.
         log.debug("connection from %s ended with an error", client_address, exc_info=True)
 
-    # -- accepting ----------------------------------------------------------
+    # -- serving ------------------------------------------------------------
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Accept and serve until `shutdown()` (`poll_interval` is unused: the poller wakes)."""
         self._stopping.clear()
-        super().serve_forever(poll_interval)
+        self._stopped.clear()
+        try:
+            if self._poller is None:
+                # The poller reads a body whole before a thread takes it only up
+                # to the app's own limit; an app that names none reads its body
+                # in the thread (it may answer before the body is all sent).
+                body_limit = getattr(self.application, "max_body_bytes", 0)
+                if isinstance(body_limit, bool) or not isinstance(body_limit, int):
+                    body_limit = 0
+                self._poller = Poller(self, self.threads, body_limit)
+            if not self._stopping.is_set():
+                self._poller.run()
+        finally:
+            self._stopped.set()
 
     def shutdown(self) -> None:
+        """Stop `serve_forever` and wait for it to return (from another thread)."""
         self._stopping.set()  # cuts an accept back-off short
-        super().shutdown()
+        if self._poller is not None:
+            self._poller.stop()
+        self._stopped.wait()
 
     def server_close(self) -> None:
         """Stop listening and end the idle kept-alive connections (busy ones after their answer)."""
+        if self._poller is not None:
+            self._poller.stop()
+            self._stopped.wait()
+            self._poller.close()
         super().server_close()
-        with self._gate:
-            self._closed = True
-            idle, self._idle = list(self._idle), {}
-        for sock in idle:
-            _end(sock)
 
-    # -- idle kept-alive connections -------------------------------------------
-
-    def idle_begin(self, sock: socket.socket) -> bool:
-        """`sock` waits for its next request; `False` when the server is closed (end it)."""
-        with self._gate:
-            if self._closed:
-                return False
-            self._idle[sock] = None
-            return True
-
-    def idle_end(self, sock: socket.socket) -> None:
-        with self._gate:
-            self._idle.pop(sock, None)
+    # -- accepting ----------------------------------------------------------
 
     def get_request(self) -> tuple[socket.socket, Any]:
         try:
             pair = self.socket.accept()
+        except (BlockingIOError, InterruptedError):
+            raise
         except OSError as exc:
             if exc.errno in _EXHAUSTED:
                 self._back_off(exc)
-            raise  # socketserver drops it; the select loop comes back here
+            raise  # the poller comes back here when the listener is readable again
         if self._backoff:
             log.warning("accepting connections again")
             self._backoff = 0.0
         return pair
 
     def _back_off(self, exc: OSError) -> None:
-        """Wait before the next accept: the pending connection stays queued, select fires again."""
+        """Wait before the next accept: the pending connection stays queued, polled again."""
         self._backoff = next_backoff(self._backoff, exc)
         self._stopping.wait(self._backoff)
 
-    # -- admitting ----------------------------------------------------------
+    # -- admitting (the poller calls these) -----------------------------------
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        verdict = self._admit()
-        if verdict == "drop":
-            self.shutdown_request(request)
+    def _take_slot(self) -> bool:
+        """Whether one more connection may be served (then it counts)."""
+        with self._gate:
+            if self._serving < self.limits.max_connections:
+                self._serving += 1
+                return True
+            return False
+
+    def _release_slot(self) -> None:
+        with self._gate:
+            self._serving -= 1
+
+    def _reject(self, sock: socket.socket, client_address: Any) -> None:
+        """Over the cap with no idle connection to end: a few threads answer 503, the rest close."""
+        with self._gate:
+            self._tell_refusal()
+            rejecting = self._rejecting < _REJECTERS
+            if rejecting:
+                self._rejecting += 1
+        if not rejecting:
+            self.shutdown_request(sock)
             return
-        target = self.process_request_thread if verdict == "serve" else self._refuse
         thread = threading.Thread(
-            target=target,
-            args=(request, client_address),
-            name=f"llmchat-proxy-{verdict}",
+            target=self._refuse,
+            args=(sock, client_address),
+            name="llmchat-proxy-reject",
             daemon=True,
         )
         try:
             thread.start()
         except BaseException:
-            self._release(verdict)
-            raise  # socketserver closes the request
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            self.finish_request(request, client_address)
-        except Exception:
-            self.handle_error(request, client_address)
-        finally:
-            # Released before the close, so a client that sees its connection end
-            # can count on the slot being free.
-            self._release("serve")
-            self.shutdown_request(request)
-
-    def _admit(self) -> str:
-        with self._gate:
-            if self._serving < self.limits.max_connections:
-                self._serving += 1
-                return "serve"
-            if self._idle:
-                # Its thread leaves at once; until then the count is over by one.
-                oldest = next(iter(self._idle))
-                del self._idle[oldest]
-                _end(oldest)
-                self._serving += 1
-                return "serve"
-            self._tell_refusal()
-            if self._rejecting < _REJECTERS:
-                self._rejecting += 1
-                return "reject"
-            return "drop"
-
-    def _release(self, verdict: str) -> None:
-        with self._gate:
-            if verdict == "serve":
-                self._serving -= 1
-            else:
+            with self._gate:
                 self._rejecting -= 1
+            self.shutdown_request(sock)
+            raise
 
     def _tell_refusal(self) -> None:
         """Log refusals at most once a minute: a flood must not flood the log too."""
@@ -235,7 +235,8 @@ class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
         except OSError:
             log.debug("refusing %s ended with an error", client_address, exc_info=True)
         finally:
-            self._release("reject")
+            with self._gate:
+                self._rejecting -= 1
             self.shutdown_request(request)
 
     def _answer_overloaded(self, sock: socket.socket) -> None:
@@ -256,14 +257,6 @@ class ProxyServer(socketserver.ThreadingMixIn, HTTPServer):
         drain(sock, seconds=seconds, limit=_DRAIN_BYTES)  # or close() would reset the 503
 
 
-def _end(sock: socket.socket) -> None:
-    """Wake the thread waiting on `sock` with an end of file, and tell the client it is over."""
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # already gone
-
-
 def make_server(
     app: Any,
     host: str = "127.0.0.1",
@@ -275,6 +268,7 @@ def make_server(
     header_timeout: float | None = 10.0,
     body_timeout: float | None = 60.0,
     send_timeout: float | None = 60.0,
+    threads: int = DEFAULT_THREADS,
 ) -> ProxyServer:
     """Bind `app` to `host:port` (port 0 picks a free one); call `serve_forever()` on it.
 
@@ -289,9 +283,15 @@ def make_server(
     not a gap between reads; `send_timeout` for one write to a client that
     reads nothing. Over `max_connections`, the longest-idle kept-alive
     connection is closed to make room, or else clients get a 503 in their
-    face's shape. Raises `TypeError`/`ValueError` naming a bad argument,
-    before binding.
+    face's shape. `threads` is the pool that serves requests: how many are
+    answered at once (a stream holds its thread to its end); idle and
+    arriving connections hold none. Raises `TypeError`/`ValueError` naming a
+    bad argument, before binding.
     """
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError(f"threads must be an int, got {type(threads).__name__}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     limits = ServerLimits(
         backlog=backlog,
         max_connections=max_connections,
@@ -300,6 +300,6 @@ def make_server(
         body_timeout=body_timeout,
         send_timeout=send_timeout,
     )
-    server = ProxyServer((host, port), ConnectionHandler, limits=limits)
+    server = ProxyServer((host, port), ConnectionHandler, limits=limits, threads=threads)
     server.set_app(app)
     return server

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote
-from wsgiref.util import is_hop_by_hop
 
 from .request_body import RequestBody
 from .request_head import RequestHeaders
@@ -30,6 +29,19 @@ __all__ = ["WSGIExchange", "request_environ"]
 _STATUS = re.compile(r"[1-9][0-9]{2} [^\r\n]*")
 _NO_BODY = frozenset({204, 304})
 _LAST_CHUNK = b"0\r\n\r\n"
+# RFC 9110 §7.6.1's hop-by-hop fields (as `wsgiref.util.is_hop_by_hop`): the server's own.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
 _date_cache: tuple[int, str] = (0, "")
 
 
@@ -125,6 +137,7 @@ class WSGIExchange:
         self.sent_bytes = 0
         self._mode = "close"  # "length", "chunked", "close" or "none" (no body)
         self._left = 0
+        self._length_given = False  # the app's headers hold a Content-Length
 
     # -- the WSGI side ---------------------------------------------------------
 
@@ -141,20 +154,32 @@ class WSGIExchange:
             raise AssertionError("start_response was called twice without exc_info")
         if not isinstance(status, str) or not _STATUS.fullmatch(status):
             raise ValueError(f"status must be a str like '200 OK', got {status!r}")
+        length_given = False
+        # One plain loop, no generator per header: this runs for every answer.
         for pair in headers:
             if not (
-                isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+                isinstance(pair, tuple)
+                and len(pair) == 2
+                and isinstance(pair[0], str)
+                and isinstance(pair[1], str)
             ):
                 raise TypeError(f"headers must be (str, str) pairs, got {pair!r}")
-            if is_hop_by_hop(pair[0]):
+            name = pair[0].lower()
+            if name in _HOP_BY_HOP:
                 raise ValueError(f"the app may not set the hop-by-hop header {pair[0]!r}")
+            if name == "content-length":
+                length_given = True
         self.status, self._headers = status, list(headers)
+        self._length_given = length_given
         return self.write
 
     def header(self, name: str) -> str | None:
         """The first value of the app's answer header `name` (any case), else None."""
         wanted = name.lower()
-        return next((value for key, value in self._headers if key.lower() == wanted), None)
+        for key, value in self._headers:
+            if key.lower() == wanted:
+                return value
+        return None
 
     def run(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> None:
         """Call `app` and write all it answers; raises what the app raised."""
@@ -192,10 +217,15 @@ class WSGIExchange:
         """A list answer without a Content-Length gets one (as wsgiref does): no chunking needed."""
         if self.status is None or not isinstance(result, (list, tuple)):
             return
-        if any(name.lower() == "content-length" for name, _ in self._headers):
+        if self._length_given:
             return
-        if all(isinstance(x, (bytes, bytearray)) for x in result):
-            self._headers.append(("Content-Length", str(sum(len(x) for x in result))))
+        length = 0
+        for piece in result:
+            if not isinstance(piece, (bytes, bytearray)):
+                return
+            length += len(piece)
+        self._headers.append(("Content-Length", str(length)))
+        self._length_given = True
 
     def _finish(self) -> None:
         if self.status is None:
@@ -203,6 +233,7 @@ class WSGIExchange:
         if not self.headers_sent:
             if self._mode_for() in ("chunked", "close"):
                 self._headers.append(("Content-Length", "0"))  # nothing came: say so
+                self._length_given = True
             self._out(self._head())
         if self._mode == "chunked":
             self._out(_LAST_CHUNK)
@@ -214,7 +245,7 @@ class WSGIExchange:
         code = int(self.status[:3])
         if self._head_only or code < 200 or code in _NO_BODY:
             return "none"
-        if any(name.lower() == "content-length" for name, _ in self._headers):
+        if self._length_given:
             return "length"
         return "chunked" if self._chunked_ok else "close"
 

@@ -58,14 +58,13 @@ def _connect(server: ProxyServer) -> socket.socket:
     return socket.create_connection((str(host), int(port)), timeout=WAIT)
 
 
-def _serving_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "llmchat-proxy-serve"]
-
-
-def _assert_threads_end() -> None:
-    for thread in _serving_threads():
-        thread.join(WAIT)
-        assert not thread.is_alive()
+def _assert_pool_free(server: ProxyServer) -> None:
+    """Every pool thread is back for the next request: more requests than threads, each at once."""
+    pool = server.pool_threads
+    assert pool and all(thread.is_alive() for thread in pool)
+    with requests.Session() as session:
+        for _ in range(len(pool) + 1):
+            assert session.get(server.url + "/health", timeout=WAIT).status_code == 200
 
 
 def _assert_shape(face: str, status: int, body: Any, *, anthropic_type: str | None = None) -> None:
@@ -115,11 +114,11 @@ def test_dribbled_headers_are_cut_at_the_header_deadline() -> None:
         assert server.connections == 0
 
 
-def test_body_never_sent_is_cut_and_the_threads_end() -> None:
+def test_body_never_sent_is_cut_and_the_threads_are_free() -> None:
     head = (
         b"POST /api/chat HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
     )
-    with serving(body_timeout=0.5) as server:
+    with serving(body_timeout=0.5, threads=4) as server:
         socks = [_connect(server) for _ in range(20)]
         for sock in socks:
             sock.sendall(head + b'{"model":')
@@ -129,7 +128,7 @@ def test_body_never_sent_is_cut_and_the_threads_end() -> None:
             assert status == 408
             _assert_shape("ollama", status, body)
         assert server.connections == 0
-        _assert_threads_end()
+        _assert_pool_free(server)
 
 
 def test_idle_connection_is_closed() -> None:
