@@ -118,7 +118,8 @@ class Poller:
         """Serve until `stop()`; the pool's threads start on the first call."""
         if self._pool is None:
             self._pool = Pool(self._threads, self._work, "llmchat-proxy-pool")
-        self._stopping = False
+        # `_stopping` is not reset here: a `stop()` that came before this line
+        # would be lost, and `shutdown()` would wait for ever. It is reset on the way out.
         listener, wake = self._listener.fileno(), self._wake_r.fileno()
         pool, handed = self._pool, self._handed
         while not self._stopping:
@@ -148,6 +149,7 @@ class Poller:
         for request in handed:  # read whole before the stop: answered, then closed
             pool.submit(request)
         handed.clear()
+        self._stopping = False
 
     def _timeout(self) -> float | None:
         """Seconds until the first deadline of any phase (`None`: none)."""

@@ -126,8 +126,12 @@ class ProxyServer(HTTPServer):
     # -- serving ------------------------------------------------------------
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
-        """Accept and serve until `shutdown()` (`poll_interval` is unused: the poller wakes)."""
-        self._stopping.clear()
+        """Accept and serve until `shutdown()` (`poll_interval` is unused: the poller wakes).
+
+        A `shutdown()` that comes before this starts (or before the poller runs)
+        still stops it: the stop flag is cleared when serving ends, never at its
+        start, as `socketserver` does.
+        """
         self._stopped.clear()
         try:
             if self._poller is None:
@@ -141,6 +145,7 @@ class ProxyServer(HTTPServer):
             if not self._stopping.is_set():
                 self._poller.run()
         finally:
+            self._stopping.clear()
             self._stopped.set()
 
     def shutdown(self) -> None:

@@ -190,3 +190,49 @@ def test_a_body_sent_in_pieces_is_read_by_the_poller() -> None:
 def test_make_server_rejects_a_bad_pool_size_by_name(value: Any, error: type) -> None:
     with pytest.raises(error, match="threads"):
         make_server(make_app(MockBackend()), "127.0.0.1", 0, threads=value)
+
+
+@pytest.mark.parametrize("delay_run", [False, True], ids=["racing", "before-the-poller-runs"])
+def test_a_shutdown_as_serving_starts_stops_it(
+    delay_run: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A `shutdown()` right after the serving thread starts (a test or a program
+    # that stops at once) must never be lost: it once left the poller waiting
+    # for ever, and `shutdown()` with it.
+    entered = threading.Event()
+    release = threading.Event()
+    stopped = threading.Event()
+    if delay_run:
+        real_run, real_stop = poller_module.Poller.run, poller_module.Poller.stop
+
+        def held_run(self: Any) -> None:
+            entered.set()
+            assert release.wait(WAIT)
+            real_run(self)
+
+        def noted_stop(self: Any) -> None:
+            real_stop(self)
+            stopped.set()
+
+        monkeypatch.setattr(poller_module.Poller, "run", held_run)
+        monkeypatch.setattr(poller_module.Poller, "stop", noted_stop)
+    for _ in range(20 if not delay_run else 3):
+        server = make_server(make_app(MockBackend()), "127.0.0.1", 0)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        if delay_run:
+            assert entered.wait(WAIT)  # the poller exists; its loop has not begun
+            stopper = threading.Thread(target=server.shutdown, daemon=True)
+            stopper.start()
+            assert stopped.wait(WAIT)  # the stop reached the poller before its loop began
+            release.set()
+            stopper.join(WAIT)
+            assert not stopper.is_alive(), "shutdown() never returned"
+            entered.clear()
+            release.clear()
+            stopped.clear()
+        else:
+            server.shutdown()
+        thread.join(WAIT)
+        assert not thread.is_alive(), "serve_forever() never returned after shutdown()"
+        server.server_close()
