@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from itertools import chain
 from typing import Any
 
 from .chunk import Chunk
@@ -34,6 +35,7 @@ class Response(AnswerText, Pacing):
     Iterate it for `Chunk`s (`for chunk in response`): every iterator replays
     what has arrived, then follows live, and ends when the Response settles —
     a failed stream ends iteration normally, so read `is_success` after.
+    `iter_batches()` gives the same chunks as lists, each burst in one.
     `wait()` blocks until it settles; `cancel()` stops it from any thread;
     ``with backend.chat_completion_stream(...) as r:`` cancels on exit if `r`
     is still live.
@@ -135,6 +137,20 @@ class Response(AnswerText, Pacing):
         return self
 
     def __iter__(self) -> Iterator[Chunk]:
+        # The batches, flattened by a C iterator: a chunk costs no Python frame here.
+        return chain.from_iterable(self.iter_batches())
+
+    def iter_batches(self) -> Iterator[list[Chunk]]:
+        """Yield the chunks as lists: every chunk that arrived since the last list.
+
+        The same chunks in the same order as iterating the Response, grouped as
+        they were waiting: it blocks only while none has arrived, and ends
+        exactly when iterating ends (when the Response settles, however it
+        settled: read `is_success` after). A consumer that handles a burst at
+        once (one write for many tokens) takes it with one call. Each list is
+        new and the caller's. A paced Response (`Pacing`) counts a list's chunks
+        as taken when it is yielded, as iterating does when it reaches them.
+        """
         live = self._writer
         chunks = self._chunks
         index = 0
@@ -149,7 +165,7 @@ class Response(AnswerText, Pacing):
                     index += len(batch)
                     if live.taken < index:
                         live.taken = index
-                    yield from batch
+                    yield batch
                     continue
                 puller = live.puller
                 if puller is not None and not self.is_done:

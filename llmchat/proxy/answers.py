@@ -64,6 +64,22 @@ class Answer:
         data = stream.text_delta(chunk.content or "", reasoning, chunk.model or None, response_id)
         return bytes(data)
 
+    def write_batch(
+        self, stream: Any, chunks: list[Chunk], response_id: str | None = None
+    ) -> bytes:
+        """The bytes `chunks` become on `stream`, one `write` each, as one piece: a
+        burst of tokens is one send. None after a chunk the stream failed on
+        (``stream.errored``: the caller ends the stream)."""
+        write = self.write
+        if len(chunks) == 1:
+            return write(stream, chunks[0], response_id)
+        pieces = []
+        for chunk in chunks:
+            pieces.append(write(stream, chunk, response_id))
+            if stream.errored:
+                break
+        return b"".join(pieces)
+
     def body(self, response: Response) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+from ..chunk import Chunk
 from ..response import Response
 from .answers import Answer
 from .client_exchange import ClientExchange
@@ -81,9 +82,12 @@ class AccountedBody:
 class StreamBody(AccountedBody):
     """A translated stream as a WSGI iterable; `close()` is where it is accounted for.
 
-    The upstream Response is read as it arrives; every translated piece is
-    yielded at once. An upstream failure after output started ends the stream
-    with the format's error, never with its success ending.
+    The upstream Response is read by batches as it arrives
+    (`Response.iter_batches`): every chunk that arrived while the last piece
+    was being written is translated at once and yielded as one piece, so a
+    burst of tokens costs one send, not one per token. An upstream failure
+    after output started ends the stream with the format's error, never with
+    its success ending.
     """
 
     def __init__(
@@ -92,8 +96,8 @@ class StreamBody(AccountedBody):
         response: Response,
         translator: Any,
         answer: Answer,
-        first: Any,
-        chunks: Iterator[Any],
+        first: list[Chunk] | None,
+        batches: Iterator[list[Chunk]],
         watch: HangupWatch,
     ) -> None:
         super().__init__(exchange, watch)
@@ -101,22 +105,22 @@ class StreamBody(AccountedBody):
         self._translator = translator
         self._answer = answer
         self._first = first
-        self._chunks = chunks
+        self._batches = batches
 
     def _pieces(self) -> Iterator[bytes]:
         translator, response = self._translator, self._response
         head = translator.start()
         if head:
             yield head
-        chunk = self._first
-        while chunk is not None:
-            data = self._answer.write(translator, chunk, response.id)
+        batch = self._first
+        while batch is not None:
+            data = self._answer.write_batch(translator, batch, response.id)
             if data:
                 yield data
             if translator.errored:
                 response.cancel()
                 break
-            chunk = next(self._chunks, None)
+            batch = next(self._batches, None)
         yield from self._tail()
 
     def _tail(self) -> Iterator[bytes]:

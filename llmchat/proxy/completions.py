@@ -111,14 +111,14 @@ class Completions:
                 return self.upstream_error(exchange, refused, watch)
             count(exchange, response)
             return self._whole(exchange, answer, response)
-        chunks = iter(response)
-        first = next(chunks, None)  # blocks through prefill; a hang-up cancels it
+        batches = response.iter_batches()
+        first = next(batches, None)  # blocks through prefill; a hang-up cancels it
         if first is None:
             ended = self.ended_early(exchange, response, answer, watch)
             if ended is not None:
                 return ended
         translator = begin_stream(exchange, answer)
-        return StreamBody(exchange, response, translator, answer, first, chunks, watch)
+        return StreamBody(exchange, response, translator, answer, first, batches, watch)
 
     # -- its pieces ---------------------------------------------------------
 

@@ -144,3 +144,43 @@ def test_write_takes_the_response_id_else_the_raw_one() -> None:
         stream = answer.stream()
         data = answer.write(stream, Chunk("hi", raw={"id": "chatcmpl-raw"}), response_id)
         assert expected in data
+
+
+def _batched(
+    answer: Answer, chunks: list[Chunk], response_id: str | None, cuts: list[int]
+) -> bytes:
+    """`_run`'s fast path with the chunks cut into batches at `cuts`, one `write_batch` each."""
+    restart_ids()
+    stream = answer.stream()
+    if isinstance(answer, OllamaAnswer):
+        ticks = itertools.count()
+        stream._inner._now = lambda: f"2025-01-01T00:00:00.{next(ticks):06d}Z"
+    out = stream.start()
+    for start, end in itertools.pairwise([0, *cuts, len(chunks)]):
+        if start < end:
+            out += answer.write_batch(stream, chunks[start:end], response_id)
+        if stream.errored:
+            return out
+    return out + stream.finish(None, 5, 7)
+
+
+@pytest.mark.parametrize("face", sorted(_answers()))
+@pytest.mark.parametrize("key", [False, True], ids=["no key", "key"])
+def test_write_batch_gives_the_bytes_of_one_write_per_chunk(face: str, key: bool) -> None:
+    """However the chunks are grouped into batches (one each, all in one, random cuts),
+    a stream written by batches is the stream written chunk by chunk."""
+    make = _answers()[face]
+    redactor = Redactor.of([KEY] if key else [])
+    for seed in range(SEQUENCES):
+        rng = random.Random(seed)
+        chunks = chunk_sequence(rng)
+        response_id = rng.choice([None, "chatcmpl-resp"])
+        answer = make()
+        answer.redactor = redactor
+        expected = _run(answer, chunks, response_id, fast=True)
+        every = list(range(1, len(chunks)))
+        random_cuts = sorted(rng.sample(every, rng.randint(0, len(every))))
+        for cuts in (every, [], random_cuts):
+            answer = make()
+            answer.redactor = redactor
+            assert _batched(answer, chunks, response_id, cuts) == expected, (face, seed, cuts)

@@ -48,3 +48,24 @@ def test_a_closed_handoff_ends_both_sides() -> None:
     handoff.close()
     assert handoff.take(WAIT) is _END  # what was queued is dropped: nobody is reading
     assert handoff.put(2) is False
+
+
+def test_put_all_adds_a_batch_whole_once_there_is_room() -> None:
+    """The pump puts what one batch holds under one lock: it waits only while the
+    queue is full, and then the whole batch goes in, past the bound if need be."""
+    handoff = Handoff(2)
+    assert handoff.put_all(["a", "b", "c"])  # room for one: all three go in
+    put_done = threading.Event()
+
+    def pump() -> None:
+        handoff.put_all(["d", "e"])  # full: waits for the body to take
+        put_done.set()
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    assert handoff.take(WAIT) == ["a", "b", "c"]
+    assert put_done.wait(WAIT)
+    assert handoff.take(WAIT) == ["d", "e"]
+    thread.join(WAIT)
+    handoff.close()
+    assert handoff.put_all(["f"]) is False

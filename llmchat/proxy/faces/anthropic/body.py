@@ -34,7 +34,8 @@ __all__ = ["PingingStreamBody"]
 _END: Final = object()
 _EMPTY: Final = object()
 HANDOFF_SIZE: Final = 8
-"""Chunks the pump may hold for a body that is busy writing."""
+"""Chunks the pump may hold for a body that is busy writing, before it waits (a burst
+read at once goes in whole: the queue then holds it and up to 7 before it)."""
 
 
 class PingingStreamBody(StreamBody):
@@ -83,17 +84,12 @@ class PingingStreamBody(StreamBody):
             if batch is _END:
                 break
             # Every chunk that arrived while the last piece was being written goes out
-            # as one piece: one send for them all, not one per token.
-            pieces = []
-            ended = False
-            for chunk in batch:
-                if chunk is _END:
-                    ended = True
-                    break
-                pieces.append(self._answer.write(translator, chunk, response.id))
-                if translator.errored:
-                    break
-            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            # as one piece: one send for them all, not one per token. `_END` can only
+            # be last: the pump puts nothing after it.
+            ended = batch[-1] is _END
+            if ended:
+                batch.pop()
+            data = self._answer.write_batch(translator, batch, response.id) if batch else b""
             if data:
                 written = time.monotonic()
                 yield data
@@ -120,12 +116,18 @@ class Handoff:
 
     def put(self, item: Any, *, last: bool = False) -> bool:
         """Wait for room, then add `item` (`last`: even past the bound); False once closed."""
+        return self.put_all([item], last=last)
+
+    def put_all(self, items: list[Any], *, last: bool = False) -> bool:
+        """Wait for room, then add every one of `items` at once, under one lock (the
+        queue may then pass its bound by ``len(items) - 1``; `last`: even when full);
+        False once closed."""
         with self._cond:
             while not last and len(self._items) >= self._size and not self._closed:
                 self._cond.wait()
             if self._closed:
                 return False
-            self._items.append(item)
+            self._items.extend(items)
             self._cond.notify_all()
             return True
 
@@ -157,8 +159,9 @@ def _pump(response: Response, arrived: Handoff) -> None:
     this thread never outlives the request.
     """
     try:
-        for chunk in response:
-            if not arrived.put(chunk):
+        # A burst goes in whole: one lock hand-over for all it holds, not one per chunk.
+        for batch in response.iter_batches():
+            if not arrived.put_all(batch):
                 return
     finally:
         arrived.put(_END, last=True)
