@@ -1,6 +1,7 @@
 """Deterministic ids for the stream translators, so two runs of one stream compare byte for byte.
 
-`fix_ids` makes the Responses item ids come from a counter and Anthropic's
+`fix_ids` makes the Responses item ids come from a counter, its ``created_at``
+one fixed second (two runs straddling a second differed), and Anthropic's
 fallback message id all zeros; `restart_ids` starts the counter over (call it
 before each run).
 """
@@ -8,6 +9,7 @@ before each run).
 from __future__ import annotations
 
 import itertools
+import types
 from collections.abc import Iterator
 
 import pytest
@@ -28,10 +30,11 @@ class _FixedUuid:
 
 
 def fix_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Counted Responses ids and a fixed Anthropic message id, for this test."""
+    """Counted Responses ids, a fixed ``created_at`` and Anthropic message id, for this test."""
     monkeypatch.setattr(responses, "new_id", _counted)
     monkeypatch.setattr(responses_objects, "new_id", _counted)
     monkeypatch.setattr(anthropic.uuid, "uuid4", _FixedUuid)
+    monkeypatch.setattr(responses, "time", types.SimpleNamespace(time=lambda: 1_767_225_600.0))
 
 
 def restart_ids() -> None:
