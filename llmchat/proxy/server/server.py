@@ -2,8 +2,8 @@
 
 One thread accepts connections and waits on every one that is not being
 served (`poller.Poller`): idle kept-alive connections, and requests still
-arriving. A whole request goes to a bounded pool of threads (`threads`, 32
-by default: the README's ``--threads`` default); the thread serves it
+arriving. A whole request goes to a bounded pool of threads (`threads`, 128
+by default: at least as many as the streams served at once); the thread serves it
 (`connection.ConnectionHandler`) and gives the connection back. Every piece
 the app yields is written at once (chunked to HTTP/1.1 clients), which
 streaming needs, so a stream holds its thread to its end; the client socket
@@ -55,7 +55,12 @@ _REJECTERS = 8
 _DRAIN_BYTES = 65536
 _REFUSAL_LOG_SECONDS = 60.0
 _REQUEST_LINE_MAX = 65537  # what the handler reads; more is a 414
-DEFAULT_THREADS = 32  # the README's --threads default: threads >= streams served at once
+# One process serves every client, and a stream holds its thread to its last
+# byte: the pool is sized for the streams served at once (threads >= streams),
+# here twice the 64 concurrent agent streams the load bench drives. With 32
+# (gunicorn's per-worker default) the 33rd stream waited for a whole stream to
+# end before its first byte. Idle threads cost no CPU: each waits on its own lock.
+DEFAULT_THREADS = 128
 
 
 class ProxyServer(HTTPServer):
