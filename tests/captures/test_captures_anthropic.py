@@ -172,6 +172,8 @@ def test_blocking_and_streamed_agree(server: ScriptedServer, name: str) -> None:
 
 
 def test_thinking_signatures_are_kept_whole() -> None:
+    if not CAPTURES.is_dir():
+        pytest.skip(f"{CAPTURES} absent")
     name = "openllmetry_thinking_stream.sse.txt"
     folded = fold(payloads((CAPTURES / name).read_bytes()))
     (block,) = [b for b in folded["content"] if b["type"] == "thinking"]
@@ -187,6 +189,8 @@ def test_thinking_signatures_are_kept_whole() -> None:
 
 
 def test_the_web_search_citations_are_the_provider_s_objects() -> None:
+    if not CAPTURES.is_dir():
+        pytest.skip(f"{CAPTURES} absent")
     acc = run_stages("pyai_web_search_citations_stream.sse.txt", [])
     assert acc.citations is not None and len(acc.citations) == 7
     assert all(c["type"] == "web_search_result_location" and c["url"] for c in acc.citations)

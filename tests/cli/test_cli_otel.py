@@ -53,8 +53,18 @@ def test_otel_exports_each_model_call_and_flushes_at_the_end() -> None:
             assert '"POST /api/chat HTTP/1.1" 200' in log.wait_for("[otel-cli-1]")
         finally:
             process.send_signal(signal.SIGINT)  # the app's close() shuts the provider down
-            stdout, _ = process.communicate(timeout=WAIT + 20)
-            log.join()
+            # Not communicate(): `log` reads stderr (and closes it at its end), and two
+            # readers of one pipe raced (EBADF). stdout is one span, well within a pipe's buffer.
+            try:
+                process.wait(timeout=WAIT + 20)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait(timeout=WAIT)
+                stdout = process.stdout.read() if process.stdout is not None else ""
+                if process.stdout is not None:
+                    process.stdout.close()
+                log.join()
     assert process.returncode == 0, log.text
     [span] = _json_objects(stdout)  # flushed at the end: nothing waited for the batch's delay
     assert span["name"] == "chat m" and span["kind"] == "SpanKind.SERVER"
