@@ -1,0 +1,1 @@
+"""The Gemini face (placeholder: the face helper on branch gemini-face owns this file)."""
