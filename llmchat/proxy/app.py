@@ -18,9 +18,9 @@ import hmac
 import inspect
 import logging
 import sys
-from urllib.parse import unquote_plus
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypedDict
+from urllib.parse import unquote_plus
 
 from ..redact import check_secret
 from . import ops, request_scope
@@ -92,9 +92,9 @@ def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
     schema created) here, and `ProxyApp.close` closes it. With `api_key`, every route
     but ``/`` and ``/health`` needs ``Authorization: Bearer KEY``,
     ``x-api-key: KEY`` or ``x-goog-api-key: KEY`` (Gemini's routes also take
-    ``?key=KEY``, which no log line, usage row or upstream request repeats). Bodies over `max_body_bytes` (default 10,000,000) are
-    refused with 413. An Anthropic stream whose upstream is silent gets a
-    ``ping`` event every `ping_interval` seconds (default 5.0; None: never);
+    ``?key=KEY``, which no log line, usage row or upstream request repeats).
+    Bodies over `max_body_bytes` (default 10,000,000) are refused with 413.
+    An Anthropic stream whose upstream is silent gets a ``ping`` event every `ping_interval` seconds (default 5.0; None: never);
     `drop_billing_header` drops Claude Code's per-request
     ``x-anthropic-billing-header:`` system block. `keys` (a routing config's
     client keys, `llmchat.proxy.routing.KeyRing`) replaces `api_key` with
@@ -224,10 +224,12 @@ class ProxyApp:
         route: Route | None,
     ) -> Iterable[bytes]:
         """The answer to one request: the key check, the lookup, the route's handler."""
-        known = self.router.knows(path)
-        if not known:
-            # The client chose this path: recorded as a fixed placeholder, never as sent.
-            exchange.event.route = UNKNOWN_ROUTE
+        recorded = self.router.recorded(path)
+        known = recorded is not None
+        if recorded != path:
+            # The client chose this path (or its end, under a prefix route): recorded
+            # as a fixed placeholder, never as sent.
+            exchange.event.route = recorded or UNKNOWN_ROUTE
         # The key is checked first, so a caller without it cannot map the routes.
         if is_operator_path(path):
             refused = self._operator_refusal(exchange, environ, path)

@@ -81,11 +81,18 @@ class Router:
 
     def knows(self, path: str) -> bool:
         """Whether any method is registered on `path` (a 405 then, not a 404)."""
+        return self.recorded(path) is not None
+
+    def recorded(self, path: str) -> str | None:
+        """What a usage event records as the route of `path`: the path when it is registered,
+        the prefix and ``*`` when a prefix route's (the rest is the client's own text:
+        the handler may say more), None when no method is registered on it."""
         if path in self._paths:
-            return True
-        return any(
-            len(path) > len(route.path) and path.startswith(route.path) for route in self._ordered
-        )
+            return path
+        for route in self._ordered:
+            if len(path) > len(route.path) and path.startswith(route.path):
+                return f"{route.path}*"
+        return None
 
     @property
     def paths(self) -> frozenset[str]:

@@ -211,7 +211,9 @@ def _user_turn(parts: list[Any], where: str, calls: _Calls) -> list[dict[str, An
                 content.append({"type": "text", "text": result["content"]})
             continue
         if part.get("functionCall") is not None:
-            raise InvalidArgumentError(f"{path}.functionCall: only a model turn may call a function")
+            raise InvalidArgumentError(
+                f"{path}.functionCall: only a model turn may call a function"
+            )
         converted = _user_part(part, path)
         if converted is not None:
             content.append(converted)
@@ -267,7 +269,10 @@ def _inline(inline: Mapping[str, Any], where: str) -> dict[str, Any]:
     mime = require_str(inline.get("mimeType"), f"{where}.mimeType").lower()
     data = inline.get("data")
     if mime.startswith("image/"):
-        return {"type": "image_url", "image_url": {"url": data_url(data, field=f"{where}.data", media_type=mime)}}
+        return {
+            "type": "image_url",
+            "image_url": {"url": data_url(data, field=f"{where}.data", media_type=mime)},
+        }
     data = require_str(data, f"{where}.data")
     if mime in _AUDIO:
         return {"type": "input_audio", "input_audio": {"data": data, "format": _AUDIO[mime]}}

@@ -34,8 +34,9 @@ Decisions worth knowing (history: `history`; schemas: `schema`):
   ``thinkingConfig.thinkingBudget`` → ``reasoning_effort`` (0: ``"none"``,
   no reasoning; below 4096 ``"low"``, below 16384 ``"medium"``, else
   ``"high"``, the Anthropic face's steps; -1, the server's choice: nothing),
-  ``thinkingLevel`` → ``reasoning_effort`` as written (lower case); ``includeThoughts`` says whether the answer carries
-  thought parts (Gemini sends none unless asked).
+  ``thinkingLevel`` → ``reasoning_effort`` as written (lower case);
+  ``includeThoughts`` says whether the answer carries thought parts (Gemini
+  sends none unless asked).
 - ``safetySettings``, ``cachedContent``, ``labels`` and every other member
   are left out.
 """
@@ -141,7 +142,9 @@ def _tools(value: Any) -> list[dict[str, Any]]:
             if kind not in ("functionDeclarations", "function_declarations"):
                 log.debug("%s.%s dropped (Google's own tool)", where, kind)
         declarations = tool.get("functionDeclarations", tool.get("function_declarations"))
-        for j, declaration in enumerate(optional_list(declarations, f"{where}.functionDeclarations")):
+        for j, declaration in enumerate(
+            optional_list(declarations, f"{where}.functionDeclarations")
+        ):
             tools.append(_function(declaration, f"{where}.functionDeclarations[{j}]"))
     return tools
 
