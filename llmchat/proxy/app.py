@@ -94,7 +94,8 @@ def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
     ``x-api-key: KEY`` or ``x-goog-api-key: KEY`` (Gemini's routes also take
     ``?key=KEY``, which no log line, usage row or upstream request repeats).
     Bodies over `max_body_bytes` (default 10,000,000) are refused with 413.
-    An Anthropic stream whose upstream is silent gets a ``ping`` event every `ping_interval` seconds (default 5.0; None: never);
+    An Anthropic stream whose upstream is silent gets a ``ping`` event
+    every `ping_interval` seconds (default 5.0; None: never);
     `drop_billing_header` drops Claude Code's per-request
     ``x-anthropic-billing-header:`` system block. `keys` (a routing config's
     client keys, `llmchat.proxy.routing.KeyRing`) replaces `api_key` with
