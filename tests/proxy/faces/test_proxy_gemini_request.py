@@ -248,7 +248,9 @@ def test_generation_config_over_the_wire() -> None:
         },
         STREAM + "?alt=sse",
     )
-    assert {k: sent[k] for k in sent if k not in ("messages", "model", "stream", "stream_options")} == {
+    assert {
+        k: sent[k] for k in sent if k not in ("messages", "model", "stream", "stream_options")
+    } == {
         "temperature": 0.2,
         "top_p": 0.9,
         "top_k": 40,
@@ -289,7 +291,9 @@ def test_thinking_config(config: dict[str, Any], effort: str | None, shown: bool
 def test_response_json_schema_is_sent_as_given_and_json_without_a_schema() -> None:
     schema = {"type": "object", "additionalProperties": False}
     config = {"responseMimeType": "application/json", "responseJsonSchema": schema}
-    body = generate_request({"contents": [user("x")], "generationConfig": config}, "m", stream=False)
+    body = generate_request(
+        {"contents": [user("x")], "generationConfig": config}, "m", stream=False
+    )
     assert body.body["response_format"]["json_schema"]["schema"] == schema
     plain = {"responseMimeType": "application/json"}
     body = generate_request({"contents": [user("x")], "generationConfig": plain}, "m", stream=False)
