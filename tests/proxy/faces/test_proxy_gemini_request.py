@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from llmchat.backends.gemini import Gemini
 from llmchat.errors import InvalidArgumentError, InvalidTypeError
 from llmchat.proxy.faces.gemini.translate import generate_request
+from llmchat.testing import Reply, ScriptedServer
 
+from ...support.proxy import running_proxy
 from .gemini_support import GENERATE, STREAM, gemini_proxy, last_chat_body, request, user
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8).decode()
@@ -347,3 +350,38 @@ def test_a_result_matching_no_call_is_folded_into_text() -> None:
     }
     messages = generate_request(body, "m", stream=False).body["messages"]
     assert messages == [{"role": "user", "content": '[f result]\n{"a":1}'}]
+
+
+def test_thought_signatures_reach_a_gemini_upstream_unchanged() -> None:
+    body = {
+        "contents": [
+            user("go"),
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "Calling.", "thoughtSignature": "dGV4dA=="},
+                    {
+                        "functionCall": {"name": "f", "args": {"a": 1}},
+                        "thoughtSignature": "Y2FsbA==",
+                    },
+                ],
+            },
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"r": 2}}}]},
+        ]
+    }
+    upstream = ScriptedServer(lambda _: Reply.json({"error": {"code": 500}}, status=500)).start()
+    try:
+        backend = Gemini(api_url=upstream.url, model="g", api_key="upstream-key")
+        with backend, running_proxy(backend) as url:
+            request(url, "POST", GENERATE, body)
+        sent = upstream.requests[0].json()
+    finally:
+        upstream.stop()
+    model_parts = sent["contents"][1]["parts"]
+    assert model_parts == [
+        {"text": "Calling.", "thoughtSignature": "dGV4dA=="},
+        {"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "Y2FsbA=="},
+    ]
+    assert sent["contents"][2]["parts"] == [
+        {"functionResponse": {"name": "f", "response": {"r": 2}}}
+    ]
