@@ -6,15 +6,19 @@ a kept-alive one between requests, and each while its request arrives. It
 reads what arrives (``MSG_DONTWAIT``; the sockets stay blocking for the
 threads) until `RequestFraming` says the request is whole, then hands the
 connection and those bytes to a bounded pool of threads. A pool thread
-serves that one request (`ConnectionHandler.serve_one`) and gives the
-connection back, re-arming its one-shot event itself (`readiness`), so an
-idle kept-alive connection, or a client slow to send its head or body,
-holds no thread. A streamed answer holds its thread to its last byte, as in
-gthread: the pool size is how many answers are written at once.
+serves that request (`ConnectionHandler.serve_one`); while the pool has
+threads to spare it waits a short while for the connection's next request
+itself (`keepalive`), else it gives the connection back, re-arming its
+one-shot event itself (`readiness`), so an idle kept-alive connection, or a
+client slow to send its head or body, holds no thread for long. A streamed
+answer holds its thread to its last byte, as in gthread: the pool size is
+how many answers are written at once.
 
 The poller keeps the deadlines: `idle_timeout` from accept or from the end
-of an answer to the next request's first byte, then `header_timeout` for
-the head, `body_timeout` for the body. An idle connection or a slow head is
+of an answer to the next request's first byte (a lingering thread gives the
+connection back before it, counted from the answer's end), then
+`header_timeout` for the head, `body_timeout` for the body. An idle
+connection or a slow head is
 closed unanswered; a slow body goes to a thread whose first read past what
 came fails at once (a 408 in the face's shape). Each phase's connections
 share one timeout, so each phase is a first-in-first-out dict and expiry
@@ -31,50 +35,16 @@ import threading
 import time
 from typing import Any
 
+from .keepalive import READ, Conn, KeepAlive, new_framing
 from .pool import Pool
 from .readiness import EpollReadiness, SelectorReadiness, best_readiness
-from .request_framing import RequestFraming
 
 __all__ = ["Poller"]
 
 log = logging.getLogger("llmchat.proxy")
 
-_READ = 65536
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 _ACCEPTS_PER_WAKE = 64  # then serve what is ready before accepting more
-_LINE_MAX = 4096  # as request_body's chunk-size line
-_TRAILERS = 64 * (_LINE_MAX + 2) + 4
-
-
-class _Conn:
-    """A connection as the poller and the pool see it."""
-
-    __slots__ = (
-        "address",
-        "body_until",
-        "data",
-        "deadline",
-        "fd",
-        "framing",
-        "handler",
-        "head_until",
-        "leftover",
-        "phase",
-        "sock",
-    )
-
-    def __init__(self, sock: socket.socket, address: Any) -> None:
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.address = address
-        self.handler: Any = None  # made by the first pool thread that serves it
-        self.framing: RequestFraming | None = None
-        self.phase: dict[_Conn, None] | None = None  # the poller's phase it waits in
-        self.deadline = math.inf
-        self.head_until: float | None = None
-        self.body_until: float | None = None
-        self.data: bytes = b""  # the request's bytes, for its pool thread
-        self.leftover = b""  # read past the last request: the next one's start
 
 
 class Poller:
@@ -100,24 +70,25 @@ class Poller:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._readiness.add_listener(self._wake_r.fileno())
-        self._waiting: dict[int, _Conn] = {}  # by descriptor: every connection the poller holds
-        self._fresh: dict[_Conn, None] = {}  # before a first request's first byte
-        self._kept: dict[_Conn, None] = {}  # kept alive, before the next request's first byte
-        self._head: dict[_Conn, None] = {}
-        self._body: dict[_Conn, None] = {}
-        self._returned: queue.SimpleQueue[_Conn] = queue.SimpleQueue()
+        self._waiting: dict[int, Conn] = {}  # by descriptor: every connection the poller holds
+        self._fresh: dict[Conn, None] = {}  # before a first request's first byte
+        self._kept: dict[Conn, None] = {}  # kept alive, before the next request's first byte
+        self._head: dict[Conn, None] = {}
+        self._body: dict[Conn, None] = {}
         self._sleeping = False
         self._stopping = False
-        self._closed = False
-        self._pool: Pool[_Conn] | None = None
-        self._handed: list[_Conn] = []  # whole requests for the pool, in order
+        self._keepalive = KeepAlive(server, self._readiness, self._nudge, body_limit)
+        self._returned = self._keepalive.returned
+        self._pool: Pool[Conn] | None = None
+        self._handed: list[Conn] = []  # whole requests for the pool, in order
 
     # -- the poller's thread ------------------------------------------------------
 
     def run(self) -> None:
         """Serve until `stop()`; the pool's threads start on the first call."""
         if self._pool is None:
-            self._pool = Pool(self._threads, self._work, "llmchat-proxy-pool")
+            self._pool = Pool(self._threads, self._keepalive.work, "llmchat-proxy-pool")
+            self._keepalive.pool = self._pool
         # `_stopping` is not reset here: a `stop()` that came before this line
         # would be lost, and `shutdown()` would wait for ever. It is reset on the way out.
         listener, wake = self._listener.fileno(), self._wake_r.fileno()
@@ -125,7 +96,7 @@ class Poller:
         while not self._stopping:
             timeout = self._timeout()
             self._sleeping = True
-            if not self._returned.empty():  # after the flag: see `_give_back`
+            if not self._returned.empty():  # after the flag: see `KeepAlive._give_back`
                 timeout = 0.0
             # The requests read go to the pool last, just before this thread lets go
             # of the interpreter lock in its wait: a woken pool thread finds it free
@@ -175,12 +146,14 @@ class Poller:
             except OSError:
                 return  # logged and backed off by the server when out of descriptors
             if not server._take_slot():
-                if not self._kept:
+                # At the cap, the longest-idle kept-alive connection makes room
+                # (one the poller holds, else one a pool thread lingers on).
+                if self._kept:
+                    self._close(next(iter(self._kept)), release=False)
+                elif not self._keepalive.evict():
                     server._reject(sock, address)
                     continue
-                # At the cap, the longest-idle kept-alive connection makes room.
-                self._close(next(iter(self._kept)), release=False)
-            conn = _Conn(sock, address)
+            conn = Conn(sock, address)
             try:
                 self._readiness.add(sock)
             except OSError:
@@ -189,12 +162,10 @@ class Poller:
                 continue
             self._await(conn, self._fresh, b"")
 
-    def _await(self, conn: _Conn, phase: dict[_Conn, None], held: bytes) -> None:
+    def _await(self, conn: Conn, phase: dict[Conn, None], held: bytes) -> None:
         """`conn` waits for a request (`held`: its first bytes, already read)."""
         limits = self._limits
-        conn.framing = RequestFraming(
-            self._body_limit, line_limit=_LINE_MAX, trailer_limit=_TRAILERS
-        )
+        conn.framing = new_framing(self._body_limit)
         conn.head_until = conn.body_until = None
         self._waiting[conn.fd] = conn
         if held:
@@ -211,8 +182,8 @@ class Poller:
 
     def _enter(
         self,
-        conn: _Conn,
-        phase: dict[_Conn, None],
+        conn: Conn,
+        phase: dict[Conn, None],
         seconds: float | None,
         *,
         deadline: float | None = None,
@@ -225,9 +196,9 @@ class Poller:
         conn.phase = phase
         phase[conn] = None
 
-    def _on_readable(self, conn: _Conn) -> None:
+    def _on_readable(self, conn: Conn) -> None:
         try:
-            data = conn.sock.recv(_READ, _DONTWAIT)
+            data = conn.sock.recv(READ, _DONTWAIT)
         except (BlockingIOError, InterruptedError):
             self._readiness.arm(conn.sock)
             return
@@ -245,7 +216,7 @@ class Poller:
         if not self._take(conn, data):
             self._readiness.arm(conn.sock)
 
-    def _take(self, conn: _Conn, data: bytes) -> bool:
+    def _take(self, conn: Conn, data: bytes) -> bool:
         """Feed `data` to the request; whether it went to a pool thread."""
         framing = conn.framing
         assert framing is not None
@@ -262,7 +233,7 @@ class Poller:
             self._hand(conn)
         return ready
 
-    def _hand(self, conn: _Conn) -> None:
+    def _hand(self, conn: Conn) -> None:
         """Give `conn` and its request's bytes to a pool thread."""
         framing = conn.framing
         assert framing is not None
@@ -271,7 +242,7 @@ class Poller:
         conn.framing = None
         self._handed.append(conn)  # to the pool before the next wait
 
-    def _forget(self, conn: _Conn) -> None:
+    def _forget(self, conn: Conn) -> None:
         """The poller no longer holds `conn` (it is served, or closed)."""
         self._waiting.pop(conn.fd, None)
         if conn.phase is not None:
@@ -280,7 +251,7 @@ class Poller:
         if conn.framing is not None:
             self._buffered -= len(conn.framing.data)
 
-    def _close(self, conn: _Conn, *, release: bool = True) -> None:
+    def _close(self, conn: Conn, *, release: bool = True) -> None:
         """Close a connection the poller holds, unanswered (idle, or its head too slow)."""
         self._forget(conn)
         conn.framing = None
@@ -306,8 +277,8 @@ class Poller:
                 conn = self._returned.get_nowait()
             except queue.Empty:
                 return
-            if self._closed:
-                self._end(conn)
+            if self._keepalive.closed:
+                self._keepalive.end(conn)
                 continue
             held, conn.leftover = conn.leftover, b""
             self._await(conn, self._kept, held)
@@ -319,59 +290,16 @@ class Poller:
         except OSError:
             pass
 
+    def _nudge(self) -> None:
+        """Wake the poller if it sleeps: a connection given back waits in its inbox."""
+        if self._sleeping:
+            self._wake()
+
     def _wake(self) -> None:
         try:
             self._wake_w.send(b"\0")
         except OSError:  # full: a wake-up is pending anyway
             pass
-
-    # -- the pool's threads ---------------------------------------------------------
-
-    def _work(self, conn: _Conn) -> None:
-        try:
-            self._serve(conn)
-        except Exception:
-            log.debug("serving %s ended with an error", conn.address, exc_info=True)
-            self._end(conn)
-
-    def _serve(self, conn: _Conn) -> None:
-        server = self._server
-        if conn.handler is None:
-            conn.handler = server.RequestHandlerClass(conn.sock, conn.address, server)
-        data, conn.data = conn.data, b""
-        keep = conn.handler.serve_one(data, until=conn.head_until, body_until=conn.body_until)
-        if keep and not self._closed:
-            self._give_back(conn, conn.handler.take_unread())
-        else:
-            self._end(conn)
-
-    def _give_back(self, conn: _Conn, leftover: bytes) -> None:
-        """After a kept-alive answer: the connection waits in the poller again."""
-        idle = self._limits.idle_timeout
-        conn.deadline = math.inf if idle is None else time.monotonic() + idle
-        conn.leftover = leftover
-        self._returned.put(conn)  # before it can be readable: the poller must know it
-        if self._closed:
-            self.sweep()
-        elif leftover or not self._readiness.rearm_from_any_thread:
-            if self._sleeping:
-                self._wake()
-        else:
-            try:
-                self._readiness.arm(conn.sock)
-            except (OSError, ValueError):
-                self.sweep()  # closing under us
-
-    def _end(self, conn: _Conn) -> None:
-        """Close a connection a pool thread held; its slot is free before the client sees it."""
-        self._server._release_slot()
-        if conn.handler is not None:
-            conn.handler.close()
-        else:
-            try:
-                conn.sock.close()
-            except OSError:
-                pass
 
     # -- any thread -----------------------------------------------------------------
 
@@ -382,24 +310,15 @@ class Poller:
 
     def close(self) -> None:
         """Once `run` returned: end waiting connections; answers under way finish, then close."""
-        self._closed = True
+        self._keepalive.close()  # lingering threads end their connections now
         for conn in list(self._waiting.values()):
             self._close(conn)
-        self.sweep()
+        self._keepalive.sweep()
         if self._pool is not None:
             self._pool.stop()
         self._readiness.close()
         self._wake_r.close()
         self._wake_w.close()
-
-    def sweep(self) -> None:
-        """Close what the pool gave back once the server is closed."""
-        while True:
-            try:
-                conn = self._returned.get_nowait()
-            except queue.Empty:
-                return
-            self._end(conn)
 
     @property
     def threads(self) -> list[threading.Thread]:

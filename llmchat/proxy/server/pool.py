@@ -53,6 +53,11 @@ class Pool(Generic[Job]):
             thread.start()
             self.threads.append(thread)
 
+    @property
+    def idle(self) -> int:
+        """How many threads wait for a job now: a snapshot, read without the lock."""
+        return len(self._idle)
+
     def submit(self, job: Job) -> None:
         """Serve `job` on the idle thread that finished last, or on the next one to finish."""
         self._give(job)

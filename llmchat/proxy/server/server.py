@@ -4,7 +4,9 @@ One thread accepts connections and waits on every one that is not being
 served (`poller.Poller`): idle kept-alive connections, and requests still
 arriving. A whole request goes to a bounded pool of threads (`threads`, 128
 by default: at least as many as the streams served at once); the thread serves it
-(`connection.ConnectionHandler`) and gives the connection back. Every piece
+(`connection.ConnectionHandler`) and gives the connection back, or, while
+the pool has threads to spare, waits a moment for its next request itself
+(`keepalive`: one thread wake-up per request, not two). Every piece
 the app yields is written at once (chunked to HTTP/1.1 clients), which
 streaming needs, so a stream holds its thread to its end; the client socket
 is in the environ (``llmchat.client_socket``) so the app can notice a

@@ -14,13 +14,13 @@ import io
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from llmchat.backends.mock import MockBackend
-from llmchat.proxy import ProxyApp, make_app, make_server
+from llmchat.proxy import make_app, make_server
 from llmchat.proxy.server import ProxyServer
 from llmchat.proxy.server import poller as poller_module
 from llmchat.proxy.server.readiness import SelectorReadiness
@@ -30,7 +30,7 @@ HEALTH = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 @contextlib.contextmanager
-def serving(app: ProxyApp | None = None, **options: Any) -> Iterator[ProxyServer]:
+def serving(app: Callable[..., Any] | None = None, **options: Any) -> Iterator[ProxyServer]:
     app = app if app is not None else make_app(MockBackend())
     server = make_server(app, "127.0.0.1", 0, **options)
     thread = threading.Thread(target=server.serve_forever, name="test-proxy", daemon=True)
