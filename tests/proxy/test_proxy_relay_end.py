@@ -226,3 +226,18 @@ def test_an_upstream_that_breaks_off_after_done_cuts_nothing() -> None:
             [event] = sink.wait(1)
     assert answer.content == b"".join(DONE_FRAMES)
     assert (event["status"], event["ok"], event["error_type"]) == (200, True, None)
+
+
+def test_frame_gate_keeps_the_frames_a_read_held_before_an_oversized_one() -> None:
+    # One read may carry whole frames and then the start of an event past the limit
+    # (the chunked reader hands over every chunk received): those frames are the client's.
+    big = b"data: " + b"z" * len(FIRST)
+    gate = FrameGate()
+    assert (
+        gate.feed_within(FIRST + b"data: b\n\n" + big, limit=len(FIRST)) == FIRST + b"data: b\n\n"
+    )
+    assert gate.drop() == 0
+    gate = FrameGate()
+    assert gate.feed(FIRST[:5]) == b""
+    assert gate.feed_within(FIRST[5:] + big + b"\n\n" + b"data: c\n\n", limit=len(FIRST)) == FIRST
+    assert gate.feed_within(big + b"\n\n", limit=None) == big + b"\n\n"

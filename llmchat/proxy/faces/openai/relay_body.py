@@ -49,7 +49,14 @@ class RelayBody(AccountedBody):
         try:
             for data in relay.chunks():
                 data = scrubber.feed(data)
-                meter.feed(data)  # before the gate: the meter bounds a frame's size
+                try:
+                    meter.feed(data)  # before the gate: the meter bounds a frame's size
+                except RelayBroken:
+                    if gate is not None:  # the whole frames the read held before the big one
+                        before = gate.feed_within(data, meter.max_event_bytes)
+                        if before:
+                            yield before
+                    raise
                 if gate is not None:
                     data = gate.feed(data)
                 if data:

@@ -53,6 +53,18 @@ class FrameGate:
         self._held = buf[end:]
         return buf[:end]
 
+    def feed_within(self, data: bytes, limit: int | None) -> bytes:
+        """The whole frames of `data` before the first one longer than `limit`; the rest is
+        dropped. For a read whose later event passed the size limit: one read may carry
+        several frames, and those before the oversized one are still the client's."""
+        buf, self._held = self._held + data, b""
+        start = end = 0
+        for match in _FRAME_END.finditer(buf):
+            if limit is not None and match.start() - start > limit:
+                break
+            start = end = match.end()
+        return buf[:end]
+
     def flush(self) -> bytes:
         """The unfinished rest, for a stream that ended well (a last frame ended by one LF)."""
         held, self._held = self._held, b""

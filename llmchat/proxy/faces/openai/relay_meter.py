@@ -32,6 +32,7 @@ class RelayMeter:
         silence: float | None = None,
     ) -> None:
         self.event_stream = event_stream
+        self.max_event_bytes = max_event_bytes
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.cached_tokens: int | None = None
