@@ -1,6 +1,6 @@
 """The proxy faces' translator stage alone: µs and Python calls per delta, in-process.
 
-Each translating face (Anthropic, Ollama, Responses) turns one upstream delta
+Each translating face (Anthropic, Gemini, Ollama, Responses) turns one upstream delta
 into the bytes its client reads. Two stages are measured per face, with no
 socket and no thread, in the steady state (the content block or item is
 already open, so every delta is the common one):
@@ -49,6 +49,7 @@ def _chunk_dict(text: str, reasoning: bool) -> dict[str, Any]:
 
 def _answers() -> dict[str, Any]:
     from llmchat.proxy.faces.anthropic.answer import AnthropicAnswer
+    from llmchat.proxy.faces.gemini.answer import GeminiAnswer
     from llmchat.proxy.faces.ollama.answer import OllamaAnswer
     from llmchat.proxy.faces.responses.routes import ResponsesAnswer
 
@@ -57,6 +58,8 @@ def _answers() -> dict[str, Any]:
         "anthropic": lambda: AnthropicAnswer(
             {"model": MODEL, "max_tokens": 64, "thinking": thinking}
         ),
+        "gemini": lambda: GeminiAnswer(MODEL),
+        "gemini array": lambda: GeminiAnswer(MODEL, framing="array"),
         "ollama": lambda: OllamaAnswer({"model": MODEL}, "chat"),
         "ollama generate": lambda: OllamaAnswer({"model": MODEL}, "generate"),
         "responses": lambda: ResponsesAnswer({"model": MODEL}),

@@ -45,7 +45,7 @@ ROUTERS = ("llmchat.proxy.app",)
 APP_IMPORTERS = ("llmchat.proxy",)
 """The proxy modules that may import `proxy.app`: the package, re-exporting `make_app`."""
 
-FACES = ("anthropic", "ollama", "openai", "responses")
+FACES = ("anthropic", "gemini", "ollama", "openai", "responses")
 
 USAGE_MAY_IMPORT = ("llmchat.proxy.usage", "llmchat.errors", "llmchat.redact", "llmchat.wire_json")
 

@@ -193,7 +193,8 @@ def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
             if ending.kind in ("transport", "cut") and acc.finished and exchange.aborted is None:
                 ending = EOF_ENDING  # a connection lost after the finish chunk is a close
         grace = call.timeouts.reuse_grace or 0.0
-        draining = http if ending is DONE_ENDING and grace > 0 else None
+        said_more = ending is DONE_ENDING and acc.after_end  # the drain would have read it
+        draining = http if ending is DONE_ENDING and grace > 0 and not said_more else None
         if draining is not None:
             draining.will_drain()
         else:
@@ -207,6 +208,8 @@ def stream_worker(call: Call, response: Response, exchange: Exchange) -> None:
             wirelog.end("cancelled" if response.is_cancelled else response.err or "ok")
         if draining is not None:
             wirelog.connection(drain(draining, exchange, grace))
+        elif said_more and grace > 0:
+            wirelog.connection("closed: bytes after the end")
     finally:
         _close(exchange, http)
 
@@ -272,6 +275,8 @@ def pump_reads(
             # Only when a field may have changed: the plain frame changes none.
             _record(writer, acc, exchange, grace, finished)
         if acc.done:
+            # What this read held past the end, still unfinished, is said after it too.
+            acc.feed_events(decoder.flush())
             writer.publish(chunks)
             return CANCELLED_ENDING if exchange.aborted == "cancel" else DONE_ENDING
         yield chunks

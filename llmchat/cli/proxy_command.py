@@ -16,18 +16,21 @@ __all__ = ["add_parser", "app_options", "serve"]
 
 # Raw text: argparse would run the route list together into one paragraph.
 _DESCRIPTION = """\
-Serve four faces over one OpenAI-compatible upstream server:
+Serve five faces over one OpenAI-compatible upstream server:
 
   Ollama      POST /api/chat, /api/generate (translated); POST /api/embed,
               /api/embeddings (to the upstream's /v1/embeddings); GET /api/tags,
               /api/ps, /api/version, POST /api/show
   Anthropic   POST /v1/messages (translated), /v1/messages/count_tokens
   Responses   POST /v1/responses (OpenAI's Responses API, translated)
+  Gemini      POST /v1beta/models/MODEL:generateContent, :streamGenerateContent,
+              :countTokens (also under /v1/models/, translated); GET /v1beta/models,
+              /v1beta/models/MODEL; the key also as x-goog-api-key or ?key=
   OpenAI      POST /v1/chat/completions, /v1/embeddings, GET /v1/models
               (relayed byte for byte with the upstream's key)
 
 --model names the upstream model for every translating face (/api/chat,
-/api/generate, /v1/messages, /v1/responses); the relayed routes and /api/embed
+/api/generate, /v1/messages, /v1/responses, /v1beta/models/); the relayed routes and /api/embed
 send the client's model name as it is. The upstream key comes from --api-key-env; clients
 must present $LLMCHAT_PROXY_KEY when it is set. GET /health and /api/hello
 (Claude Code's start-up check) answer without a key.
@@ -47,7 +50,7 @@ def add_parser(commands: Any) -> None:
     """Add the `proxy` subcommand to `commands` (an argparse subparsers object)."""
     proxy = commands.add_parser(
         "proxy",
-        help="serve Ollama, Anthropic and OpenAI (chat relay, Responses) clients over an "
+        help="serve Ollama, Anthropic, Gemini and OpenAI (chat relay, Responses) clients over an "
         "OpenAI-compatible upstream",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -69,7 +72,8 @@ def add_parser(commands: Any) -> None:
         "--model",
         help="the upstream model every translating face uses whatever its clients name: "
         "Ollama's /api/chat and /api/generate, Anthropic's /v1/messages, the Responses "
-        "face's /v1/responses (default: $LLMCHAT_MODEL; unset: the client's model name is "
+        "face's /v1/responses, Gemini's /v1beta/models/ (default: $LLMCHAT_MODEL; "
+        "unset: the client's model name is "
         "passed on). The relayed routes (/v1/chat/completions, /v1/embeddings) and "
         "/api/embed send the client's model name as it is",
     )

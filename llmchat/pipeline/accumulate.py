@@ -70,6 +70,12 @@ class Accumulator:
         """The provider's own finish value, verbatim; None until it comes."""
         self.done = False
         """True once the dialect's explicit end arrived (``[DONE]``, ``message_stop`` …)."""
+        self.after_end = False
+        """True once an event came after the explicit end (a repeated ``[DONE]`` aside).
+
+        Keep-alive does not reuse a connection whose body said more after its
+        end; one read may carry the end and what follows it, so the reader
+        learns it here, not only from the bytes the drain reads."""
         self.error: str | None = None
         """The first in-band provider error; None when there was none."""
         self.dropped = 0
@@ -107,6 +113,8 @@ class Accumulator:
         self.payload = None
         data = event.data
         if data is None or event.undecodable:
+            if self.done:
+                self.after_end = True
             if event.comment is not None:
                 self.comments += 1
             elif event.undecodable:
@@ -124,9 +132,12 @@ class Accumulator:
         if type(payload) is not dict:
             if not self.done:  # after the end (OpenRouter's [DONE] after response.completed)
                 self.drop()
+            elif data.strip() != DONE:
+                self.after_end = True
             return []
         self.payload = payload
         if self.done:
+            self.after_end = True
             return []
         return self.feed_payload(payload)
 
@@ -171,10 +182,12 @@ class Accumulator:
             if type(payload) is not dict:
                 if not self.done:
                     self.drop()
+                elif event.strip() != DONE:
+                    self.after_end = True
                 continue
             self.payload = payload
             if self.done:
-                pass  # after the end only lifted
+                self.after_end = True  # after the end only lifted
             else:
                 if self.id is None:
                     pid = payload.get("id")

@@ -20,6 +20,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypedDict
+from urllib.parse import unquote_plus
 
 from ..redact import check_secret
 from . import ops, request_scope
@@ -27,8 +28,8 @@ from .budget_refusal import over_budget
 from .client_body import TOO_DEEP, ClientError
 from .client_exchange import DEFAULT_MAX_BODY_BYTES, ClientExchange, ExchangeContext
 from .completions import DEFAULT_PING_INTERVAL, Completions, FaceOptions
-from .error_shapes import face_of
-from .faces import anthropic, ollama, openai, responses
+from .error_shapes import GEMINI_KEY_MESSAGE, face_of, gemini_key_refusal
+from .faces import anthropic, gemini, ollama, openai, responses
 from .request_scope import RequestScope, ScopedBody
 from .router import Route, Router
 from .routing.keys import KEY_POLICY, KeyRing
@@ -51,7 +52,7 @@ log = logging.getLogger("llmchat.proxy")
 
 StartResponse = Callable[..., Any]
 
-FACES: Final = (ollama, anthropic, openai, responses)
+FACES: Final = (ollama, anthropic, openai, responses, gemini)
 """The face packages the app registers, each by its ``register(router, completions)``."""
 
 
@@ -89,10 +90,12 @@ def make_app(upstream: Any, **options: Unpack[AppOptions]) -> ProxyApp:
     path, a ``postgresql://`` URL (the ``postgres`` extra) or a `UsageStore`:
     one row per request, for `llmchat usage`; a path or URL is opened (and its
     schema created) here, and `ProxyApp.close` closes it. With `api_key`, every route
-    but ``/`` and ``/health`` needs ``Authorization: Bearer KEY`` or
-    ``x-api-key: KEY``. Bodies over `max_body_bytes` (default 10,000,000) are
-    refused with 413. An Anthropic stream whose upstream is silent gets a
-    ``ping`` event every `ping_interval` seconds (default 5.0; None: never);
+    but ``/`` and ``/health`` needs ``Authorization: Bearer KEY``,
+    ``x-api-key: KEY`` or ``x-goog-api-key: KEY`` (Gemini's routes also take
+    ``?key=KEY``, which no log line, usage row or upstream request repeats).
+    Bodies over `max_body_bytes` (default 10,000,000) are refused with 413.
+    An Anthropic stream whose upstream is silent gets a ``ping`` event
+    every `ping_interval` seconds (default 5.0; None: never);
     `drop_billing_header` drops Claude Code's per-request
     ``x-anthropic-billing-header:`` system block. `keys` (a routing config's
     client keys, `llmchat.proxy.routing.KeyRing`) replaces `api_key` with
@@ -193,6 +196,7 @@ class ProxyApp:
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
+        take_query_key(environ)  # first: nothing after this sees a ?key= in the query
         route = self.router.find(method, path)
         face = route.face if route else face_of(path)
         exchange = self.completions.exchange(environ, start_response, face)
@@ -221,18 +225,24 @@ class ProxyApp:
         route: Route | None,
     ) -> Iterable[bytes]:
         """The answer to one request: the key check, the lookup, the route's handler."""
-        known = self.router.knows(path)
-        if not known:
-            # The client chose this path: recorded as a fixed placeholder, never as sent.
-            exchange.event.route = UNKNOWN_ROUTE
+        recorded = self.router.recorded(path)
+        known = recorded is not None
+        if recorded != path:
+            # The client chose this path (or its end, under a prefix route): recorded
+            # as a fixed placeholder, never as sent.
+            exchange.event.route = recorded or UNKNOWN_ROUTE
         # The key is checked first, so a caller without it cannot map the routes.
         if is_operator_path(path):
             refused = self._operator_refusal(exchange, environ, path)
             if refused is not None:
                 return refused
         elif (self._api_key is not None or self.keys is not None) and path not in _OPEN_PATHS:
-            key_id = self._authorized(environ)
+            key_id = self._authorized(environ, exchange.face)
             if key_id is None:
+                if exchange.face == "gemini":
+                    # Google's own answer to a bad key, which Gemini clients know.
+                    body = gemini_key_refusal()
+                    return exchange.error(400, GEMINI_KEY_MESSAGE, "unauthorized", body=body)
                 return exchange.error(401, "Missing or wrong API key", "unauthorized")
             exchange.event.key_id = key_id
             budgets = self.budgets  # read once: a reload may swap it
@@ -281,9 +291,9 @@ class ProxyApp:
             return None
         return exchange.error(401, "Missing or wrong admin key", "unauthorized")
 
-    def _authorized(self, environ: dict[str, Any]) -> str | None:
+    def _authorized(self, environ: dict[str, Any], face: str) -> str | None:
         """The accepted key's usage id, else None; a named key's policy goes into `environ`."""
-        offered = _offered(environ)
+        offered = _offered(environ, face)
         keys = self.keys  # read once: a reload may swap it
         if keys is not None:
             policy = keys.identify(offered)
@@ -304,13 +314,38 @@ def _traces_for(traces: Any, app: ProxyApp) -> Any:
     return RequestSpans.of(traces, app)
 
 
-def _offered(environ: dict[str, Any]) -> str:
-    """The key a request presents: ``x-api-key``, else ``Authorization: Bearer``'s."""
-    offered: str = environ.get("HTTP_X_API_KEY", "")
+def _offered(environ: dict[str, Any], face: str = "proxy") -> str:
+    """The key a request presents: ``x-api-key``, else ``x-goog-api-key``, else
+    ``Authorization: Bearer``'s; on Gemini's face, last, the ``?key=`` query
+    parameter (`take_query_key` moved it out of the query)."""
+    offered: str = environ.get("HTTP_X_API_KEY", "") or environ.get("HTTP_X_GOOG_API_KEY", "")
     bearer: str = environ.get("HTTP_AUTHORIZATION", "")
     if bearer[:7].lower() == "bearer ":
         offered = offered or bearer[7:].strip()
+    if not offered and face == "gemini":
+        offered = environ.get(QUERY_KEY, "")
     return offered
+
+
+QUERY_KEY: Final = "llmchat.query_key"
+"""The WSGI environ key under which `take_query_key` leaves a ``?key=`` value."""
+
+
+def take_query_key(environ: dict[str, Any]) -> None:
+    """Move a ``key`` query parameter (Gemini's ``?key=API_KEY``) out of ``QUERY_STRING``
+    into ``environ[QUERY_KEY]``: nothing that reads or records the query (a handler,
+    a span, a log line) sees the key. The other parameters stay as sent."""
+    query: str = environ.get("QUERY_STRING", "")
+    if "key=" not in query:
+        return
+    kept: list[str] = []
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if unquote_plus(name) == "key":
+            environ.setdefault(QUERY_KEY, unquote_plus(value))
+        else:
+            kept.append(pair)
+    environ["QUERY_STRING"] = "&".join(kept)
 
 
 def is_operator_path(path: str) -> bool:

@@ -15,6 +15,10 @@ client that reads it), in the face's shape:
   ``x-codex-promo-message`` header's text in the middle: the budget's reason
   goes there. The OpenAI SDKs raise their `RateLimitError` on the status
   alone, with the message.
+- Gemini's face: ``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` detail whose
+  ``retryDelay`` is the wait. Gemini CLI's quota rules read it: a wait of
+  five minutes or less it sleeps out and retries, a longer one ends the
+  turn with the message (its "terminal quota" error).
 """
 
 from __future__ import annotations
@@ -55,4 +59,8 @@ def over_budget(exchange: ClientExchange, refusal: Refusal) -> list[bytes]:
             type=USAGE_LIMIT, code=USAGE_LIMIT, resets_at=math.ceil(refusal.retry_at)
         )
         extra.append(("x-codex-promo-message", reason))
+    elif exchange.face == "gemini":
+        body["error"]["details"] = [
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{wait}s"}
+        ]
     return exchange.json(429, body, extra)

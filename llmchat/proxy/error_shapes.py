@@ -21,12 +21,16 @@ from urllib.parse import urlsplit
 from ..protocols.anthropic_terms import error_type_for_status
 
 __all__ = [
+    "GEMINI_KEY_MESSAGE",
     "NO_RETRY_STATUSES",
     "StreamCut",
     "anthropic_error_body",
     "error_body",
     "face_of",
     "face_of_request_line",
+    "gemini_error_body",
+    "gemini_key_refusal",
+    "gemini_status",
     "ollama_error_body",
     "openai_error_type",
     "overloaded_body",
@@ -52,11 +56,20 @@ class StreamCut(ConnectionResetError):
 
 
 def face_of(path: str) -> str:
-    """`"ollama"`, `"anthropic"`, `"openai"` or `"proxy"`: whose client asks for `path`."""
+    """`"ollama"`, `"anthropic"`, `"gemini"`, `"openai"` or `"proxy"`: whose client asks for
+    `path`.
+
+    Gemini's paths are ``/v1beta/...``, and under ``/v1/`` a model's method
+    (``/v1/models/{model}:generateContent``: the colon says so).
+    """
     if path.startswith("/api/"):
         return "ollama"
     if path.startswith("/v1/messages"):
         return "anthropic"
+    if path.startswith("/v1beta/") or path == "/v1beta":
+        return "gemini"
+    if path.startswith("/v1/models/") and ":" in path:
+        return "gemini"
     if path.startswith("/v1/"):
         return "openai"
     return "proxy"
@@ -86,6 +99,8 @@ def error_body(face: str, status: int, message: str) -> dict[str, Any]:
         return ollama_error_body(message)
     if face == "anthropic":
         return anthropic_error_body(status, message)
+    if face == "gemini":
+        return gemini_error_body(status, message)
     return {"error": {"message": message, "type": openai_error_type(status), "code": status}}
 
 
@@ -97,6 +112,70 @@ def ollama_error_body(message: str) -> dict[str, Any]:
 def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
     """Anthropic's error body, its ``error.type`` chosen by HTTP `status`."""
     return {"type": "error", "error": {"type": error_type_for_status(status), "message": message}}
+
+
+_GEMINI_STATUS: Final = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "UNIMPLEMENTED",
+    408: "DEADLINE_EXCEEDED",
+    409: "ABORTED",
+    411: "INVALID_ARGUMENT",
+    413: "INVALID_ARGUMENT",
+    414: "INVALID_ARGUMENT",
+    422: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    431: "INVALID_ARGUMENT",
+    499: "CANCELLED",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+    529: "UNAVAILABLE",
+}
+"""google.rpc.Code names by HTTP status, as Google's APIs pair them."""
+
+
+def gemini_status(status: int) -> str:
+    """The google.rpc ``status`` word Gemini's errors carry for HTTP `status`."""
+    found = _GEMINI_STATUS.get(status)
+    if found is not None:
+        return found
+    return "FAILED_PRECONDITION" if 400 <= status < 500 else "INTERNAL"
+
+
+def gemini_error_body(status: int, message: str) -> dict[str, Any]:
+    """Gemini's error body: ``{"error": {"code", "message", "status"}}``.
+
+    google-genai raises its ``ClientError``/``ServerError`` from it, and Gemini
+    CLI reads ``code`` and ``status`` (its retry and quota rules).
+    """
+    return {"error": {"code": status, "message": message, "status": gemini_status(status)}}
+
+
+GEMINI_KEY_MESSAGE: Final = "API key not valid. Please pass a valid API key."
+"""Google's words for a missing or wrong key, which Gemini's face answers with too."""
+
+
+def gemini_key_refusal() -> dict[str, Any]:
+    """Google's answer to a bad key: a 400 ``INVALID_ARGUMENT`` whose ``ErrorInfo`` says
+    ``API_KEY_INVALID`` (a 401 is what Google answers a bad OAuth token, not a key)."""
+    body = gemini_error_body(400, GEMINI_KEY_MESSAGE)
+    body["error"]["details"] = [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "API_KEY_INVALID",
+            "domain": "googleapis.com",
+            "metadata": {"service": "generativelanguage.googleapis.com"},
+        },
+        {
+            "@type": "type.googleapis.com/google.rpc.LocalizedMessage",
+            "locale": "en-US",
+            "message": GEMINI_KEY_MESSAGE,
+        },
+    ]
+    return body
 
 
 def overloaded_body(face: str, message: str) -> dict[str, Any]:

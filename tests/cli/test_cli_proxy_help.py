@@ -38,7 +38,7 @@ def test_help_names_every_route_the_app_serves(capsys: pytest.CaptureFixture[str
     named = set(re.findall(r"/[a-z0-9_/]+", text))
     missing = paths - named
     assert not missing, f"--help does not name {sorted(missing)}"
-    for face in ("Ollama", "Anthropic", "Responses", "OpenAI"):
+    for face in ("Ollama", "Anthropic", "Responses", "OpenAI", "Gemini"):
         assert face in text
 
 

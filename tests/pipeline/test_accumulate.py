@@ -120,3 +120,29 @@ def test_empty_data_and_comments_are_not_drops() -> None:
     acc.feed_event(SSEEvent(data="{not json"))
     acc.feed_event(SSEEvent(undecodable=True, data="x"))
     assert (acc.dropped, acc.undecodable, acc.comments) == (2, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("after", "said_more"),
+    [
+        ([], False),
+        (["[DONE]", " [DONE] "], False),  # a repeated end is no more than the end
+        ([json.dumps({"usage": {"prompt_tokens": 1}})], True),
+        (["not json"], True),
+        ([SSEEvent(comment=" ping")], True),
+        ([SSEEvent(data=json.dumps({"x": 1}))], True),
+        ([SSEEvent(data="[DONE]")], False),
+    ],
+)
+def test_what_comes_after_the_end_is_noted_on_either_path(
+    after: list[str | SSEEvent], said_more: bool
+) -> None:
+    # Keep-alive closes a connection whose body said more after its end: one read
+    # may carry both, so the accumulator notes it (`after_end`), however it was fed.
+    before: list[str | SSEEvent] = [json.dumps({"choices": [{"delta": {"content": "x"}}]})]
+    batch = Accumulator("chat")
+    batch.feed_events([*before, "[DONE]", *after])
+    single = Accumulator("chat")
+    for event in [*before, "[DONE]", *after]:
+        single.feed_event(event if isinstance(event, SSEEvent) else SSEEvent(data=event))
+    assert (batch.done, batch.after_end) == (single.done, single.after_end) == (True, said_more)

@@ -23,7 +23,7 @@ from llmchat.proxy.app import AppOptions
 from llmchat.proxy.client_body import ClientError
 from llmchat.proxy.client_exchange import ClientExchange, ExchangeContext
 from llmchat.proxy.completions import Completions, FaceOptions
-from llmchat.proxy.faces import anthropic, ollama, openai, responses
+from llmchat.proxy.faces import anthropic, gemini, ollama, openai, responses
 from llmchat.proxy.router import Route, Router
 from llmchat.proxy.upstream import Failure, Upstream
 from llmchat.proxy.usage import UsageEvent
@@ -113,7 +113,7 @@ def test_a_route_registered_twice_is_refused() -> None:
 def test_the_app_serves_exactly_what_the_faces_register() -> None:
     app = make_app(MockBackend())
     expected = Router()
-    for face in (anthropic, ollama, openai, responses):
+    for face in (anthropic, ollama, openai, responses, gemini):
         face.register(expected, app.completions)
     own = {"/", "/health", "/api/hello"}
     operator = {"/metrics", "/admin/nodes", "/admin/config", "/admin/usage", "/admin/budgets"}
@@ -127,7 +127,8 @@ def test_the_app_serves_exactly_what_the_faces_register() -> None:
         *(("GET", path) for path in operator),
     }
     faces = {route.face for route in app.router.routes.values()}
-    assert faces == {"proxy", "ollama", "anthropic", "openai"}
+    faces |= {route.face for route in app.router.prefixes.values()}
+    assert faces == {"proxy", "ollama", "anthropic", "openai", "gemini"}
 
 
 def test_every_face_receives_the_apps_completions() -> None:

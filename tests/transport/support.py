@@ -11,7 +11,16 @@ import requests
 import trustme
 
 from llmchat.testing import Script, ScriptedServer
-from llmchat.transport import new_session
+from llmchat.transport import Exchange, RequestsTransport, TransportResponse, new_session
+
+WAIT = 5.0
+
+
+def open_post(transport: RequestsTransport, url: str) -> TransportResponse:
+    """POST ``{}`` to `url` + ``/x`` on its own exchange; the response with its body unread."""
+    return transport.open(
+        "POST", url + "/x", {}, b"{}", Exchange(), connect_timeout=WAIT, read_timeout=WAIT
+    )
 
 
 class TestCA:

@@ -206,6 +206,31 @@ def test_bytes_after_the_end_close_the_connection(server: ScriptedServer) -> Non
     assert ids(server) == [0, 1]
 
 
+@pytest.mark.parametrize(
+    ("tail", "reused"),
+    [
+        (frame(chunk("late")), False),
+        (b'data: {"cut', False),  # unfinished: the decoder still held it
+        (b": a comment\n\n", False),
+        (DONE, True),  # one more [DONE], as OpenRouter sends: harmless
+        (b"\n", True),
+    ],
+    ids=["frame", "unfinished", "comment", "done-again", "blank"],
+)
+def test_what_follows_the_end_in_the_same_read_counts_as_the_drain_would(
+    server: ScriptedServer, tail: bytes, reused: bool
+) -> None:
+    # One chunk holds the end and what follows: the reader sees both in one read.
+    steps = [Write(frame(chunk("Hel"))), Write(frame(chunk("lo", "stop"))), Write(DONE + tail)]
+    stream = Reply(headers={"Content-Type": "text/event-stream"}, framing="chunked", steps=steps)
+    server.set_script([stream, openai_stream()])
+    with OpenAICommon(server.url) as backend:
+        response = backend.chat_completion_stream(HI).wait(WAIT)
+        assert response.is_success and response.msg == "Hello"
+        assert backend.chat_completion_stream(HI).wait(WAIT).is_success
+    assert ids(server) == ([0, 0] if reused else [0, 1])
+
+
 @pytest.mark.parametrize("grace", [None, 0])
 def test_no_reuse_grace_closes_at_the_end(server: ScriptedServer, grace: float | None) -> None:
     server.set_script(openai_stream())

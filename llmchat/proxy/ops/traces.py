@@ -44,6 +44,12 @@ OPERATIONS: Final = {
     "/v1/embeddings": "embeddings",
     "/api/embed": "embeddings",
     "/api/embeddings": "embeddings",
+    # Gemini's face records a model method's pattern, never the model as sent.
+    **{
+        f"/{version}/models/{{model}}:{method}": "chat"
+        for version in ("v1beta", "v1")
+        for method in ("generateContent", "streamGenerateContent")
+    },
 }
 """The routes that call a model, and their ``gen_ai.operation.name``."""
 

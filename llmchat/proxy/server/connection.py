@@ -23,7 +23,13 @@ from ..error_shapes import NO_RETRY_STATUSES, StreamCut, error_body, face_of_req
 from .deadlines import DeadlineReader, StallWriter, drain, wait_for
 from .limits import ServerLimits
 from .request_body import RequestBody, Unframeable, body_of
-from .request_head import BadHead, RequestHeaders, read_request_headers, request_line
+from .request_head import (
+    BadHead,
+    RequestHeaders,
+    loggable_line,
+    read_request_headers,
+    request_line,
+)
 from .wsgi_exchange import WSGIExchange, request_environ
 
 __all__ = ["ConnectionHandler", "error_response", "linger_seconds"]
@@ -177,11 +183,14 @@ class ConnectionHandler(BaseHTTPRequestHandler):
         """Read the request line and headers (`request_head`); answer and close on bad ones."""
         self.command, self.request_version = "", "HTTP/0.9"
         self.close_connection = True
-        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
-        if not self.requestline.strip():
+        text = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        # Every line that quotes the request (the access line, an error) shows it
+        # without a ?key= value; the app gets the target as sent (self.path).
+        self.requestline = loggable_line(text)
+        if not text.strip():
             return False  # a blank line where the request should be: nothing to answer
         try:
-            self.command, self.path, self.request_version = request_line(self.requestline)
+            self.command, self.path, self.request_version = request_line(text)
             self.fields = read_request_headers(self.rfile)
         except BadHead as exc:
             self.send_error(exc.status, str(exc))

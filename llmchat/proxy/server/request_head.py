@@ -82,6 +82,19 @@ class RequestHeaders:
         return f"<RequestHeaders {len(self._fields)} fields>"  # values may hold credentials
 
 
+_QUERY_KEY = re.compile(r"([?&])(key|%6[bB]ey|k%65y|ke%79)=[^&#\s]*")
+_KEY_SHOWN = r"\1key=REDACTED"
+
+
+def loggable_line(text: str) -> str:
+    """`text` (a request line or target) with a ``key`` query parameter's value replaced.
+
+    Gemini's clients may send their API key as ``?key=``; the access line and
+    every error line that quotes the request line show this instead.
+    """
+    return _QUERY_KEY.sub(_KEY_SHOWN, text) if "=" in text else text
+
+
 def request_line(text: str) -> tuple[str, str, str]:
     """``(method, target, version)`` of a request line (its line end removed).
 
@@ -92,11 +105,11 @@ def request_line(text: str) -> tuple[str, str, str]:
     if len(words) == 2 and all(_TARGET.fullmatch(word) for word in words):
         raise BadHead(400, "HTTP/0.9 requests are not supported")
     if len(words) != 3 or not _METHOD.fullmatch(words[0]) or not _TARGET.fullmatch(words[1]):
-        raise BadHead(400, f"Bad request syntax ({text[:100]!r})")
+        raise BadHead(400, f"Bad request syntax ({loggable_line(text)[:100]!r})")
     method, target, version = words
     number = _VERSION.fullmatch(version)
     if number is None:
-        raise BadHead(400, f"Bad request version ({version!r})")
+        raise BadHead(400, f"Bad request version ({loggable_line(version)!r})")
     if int(number[1]) >= 2:
         raise BadHead(505, f"Invalid HTTP version ({version[5:]})")
     if target.startswith("//"):

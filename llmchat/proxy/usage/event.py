@@ -89,7 +89,10 @@ class UsageEvent:
     @property
     def is_probe(self) -> bool:
         """A refusal a client without a key can provoke at will."""
-        return self.key_id is None and self.status in PROBE_STATUSES
+        # Gemini's face answers a wrong key with Google's 400 (error_type unauthorized).
+        return self.key_id is None and (
+            self.status in PROBE_STATUSES or self.error_type == "unauthorized"
+        )
 
 
 _FIELDS: tuple[str, ...] = tuple(f.name for f in fields(UsageEvent))

@@ -1,0 +1,54 @@
+"""Gemini's ``Schema`` (an OpenAPI 3.0 subset) as JSON Schema; pure.
+
+Gemini's ``parameters`` and ``responseSchema`` write types in upper case
+(``"OBJECT"``, ``"STRING"``) and nullability as ``nullable: true``; an
+OpenAI upstream wants JSON Schema: ``"object"``, ``["string", "null"]``.
+Walked through ``properties``, ``items`` and ``anyOf``; ``propertyOrdering``
+(Gemini's own) and ``example`` (OpenAPI's) are left out, every other keyword
+is kept as given. ``parametersJsonSchema``/``responseJsonSchema`` are JSON
+Schema already and are sent unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ...field_checks import require_mapping
+
+__all__ = ["json_schema"]
+
+_LEFT_OUT: Final = frozenset({"propertyOrdering", "example", "nullable"})
+
+
+def json_schema(value: Any, where: str) -> dict[str, Any]:
+    """The Gemini `Schema` at `where` as a JSON Schema (a new dict)."""
+    schema = require_mapping(value, where)
+    out: dict[str, Any] = {}
+    for key, member in schema.items():
+        if key in _LEFT_OUT:
+            continue
+        if key == "type":
+            if member != "TYPE_UNSPECIFIED":
+                out[key] = _type(member)
+        elif key == "properties" and isinstance(member, Mapping):
+            out[key] = {
+                name: json_schema(sub, f"{where}.properties.{name}") for name, sub in member.items()
+            }
+        elif key == "items" and isinstance(member, Mapping):
+            out[key] = json_schema(member, f"{where}.items")
+        elif key == "anyOf" and isinstance(member, list):
+            out[key] = [json_schema(sub, f"{where}.anyOf[{i}]") for i, sub in enumerate(member)]
+        else:
+            out[key] = member
+    if schema.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def _type(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.lower()
+    if isinstance(value, list):
+        return [item.lower() if isinstance(item, str) else item for item in value]
+    return value
