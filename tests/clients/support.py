@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,24 @@ def bin_path(package: str, command: str) -> str:
     if not path.exists():
         pytest.skip(f"{package} installed without its {command} command; {INSTALL_HINT}")
     return str(path)
+
+
+def run_cli(
+    command: list[str], cwd: Path, env: dict[str, str], timeout: float
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run an agent CLI to its end with no stdin; its result and how many seconds it took."""
+    started = time.monotonic()
+    done = subprocess.run(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return done, time.monotonic() - started
 
 
 def run_node_script(

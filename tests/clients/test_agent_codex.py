@@ -14,8 +14,6 @@ Codex printed. Codex reads no OPENAI_BASE_URL; a provider is configured with
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ from llmchat.testing import ScriptedServer
 
 from ..support.agent_upstream import AgentUpstream, shell_plan, tool_results
 from ..support.proxy_servers import serve_proxy
-from .support import bin_path
+from .support import bin_path, run_cli
 
 KEY = "sk-proxy-test-key"
 ENV_KEY = "LLMCHAT_TEST_KEY"
@@ -75,18 +73,8 @@ def run_codex(
     command.append("Write hi to out.txt.")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
     env.update({"HOME": str(home), "CODEX_HOME": str(home / ".codex"), ENV_KEY: key})
-    started = time.monotonic()
-    done = subprocess.run(
-        command,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    return CodexRun(done.returncode, done.stdout, done.stderr, cwd, time.monotonic() - started)
+    done, seconds = run_cli(command, cwd, env, TIMEOUT)
+    return CodexRun(done.returncode, done.stdout, done.stderr, cwd, seconds)
 
 
 @pytest.fixture
