@@ -99,10 +99,11 @@ def error_body(code: int, message: str) -> dict[str, Any]:
 def function_call_part(call: ToolCall) -> dict[str, Any]:
     """One whole ``functionCall`` part: the name and the arguments as an object.
 
-    No ``id``: the Gemini API sends none (Gemini CLI rewrites one it gets as
-    ``name__id``), and its clients pair a ``functionResponse`` with its call by
-    name and order. Raises `UndecodableArguments` for a call without a name or
-    whose arguments were not a JSON object: never a call to run with ``{}``.
+    No ``id``: the Gemini API sends none, and its clients pair a
+    ``functionResponse`` with its call by name and order (Gemini CLI 0.61
+    makes its own id, ``name_<ms>_<n>``, and echoes it on the result; the face's
+    history pairs by that id, else by name and order). Raises
+    `UndecodableArguments` for a call without a name or whose arguments were not a JSON object: never a call to run with ``{}``.
     """
     if call.arguments_undecodable or not call.name:
         raise UndecodableArguments(f"tool call {call.name!r}: arguments are not a JSON object")

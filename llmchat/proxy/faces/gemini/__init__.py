@@ -4,7 +4,8 @@
 the model list), `translate` (a GenerateContentRequest as a chat-completions
 body), `history` (``contents`` as chat messages, function calls and results
 paired by synthesized ids, thought signatures kept for a Gemini upstream),
-`schema` (Gemini's OpenAPI ``Schema`` as JSON Schema), `answer`
+`schema` (Gemini's OpenAPI ``Schema`` as JSON Schema, Gemini's type names in a
+JSON Schema), `spelling` (snake_case field names read as camelCase), `answer`
 (`GeminiAnswer`: a Response as Gemini stream chunks or one
 GenerateContentResponse), `models` (the Model resource) and `token_count`
 (``countTokens`` by the upstream's tokenizer).

@@ -31,6 +31,7 @@ from ...upstream import UpstreamUnavailable, client_message
 from ...usage.fields import UNKNOWN_ROUTE
 from .answer import GeminiAnswer
 from .models import model_body, models_body
+from .spelling import camel_case
 from .token_count import count_tokens
 from .translate import generate_request, model_name
 
@@ -100,7 +101,7 @@ class GeminiRoutes:
         return self.completions.complete(exchange, request, answer)
 
     def _count(self, exchange: ClientExchange, model: str, method: str) -> list[bytes]:
-        body: Any = exchange.read_json()
+        body: Any = camel_case(exchange.read_json())
         inner = body.get("generateContentRequest")
         if inner is None:
             inner = body

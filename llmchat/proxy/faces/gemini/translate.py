@@ -57,7 +57,8 @@ from ...field_checks import (
     require_str,
 )
 from .history import history_messages, system_text
-from .schema import json_schema
+from .schema import json_schema, json_schema_types
+from .spelling import camel_case
 
 __all__ = ["GenerateRequest", "generate_request", "model_name"]
 
@@ -109,8 +110,9 @@ def model_name(path_model: str) -> str:
 
 def generate_request(body: Mapping[str, Any], model: str, *, stream: bool) -> GenerateRequest:
     """Translate a ``generateContent`` `body` for `model` (from the path) into an OpenAI chat
-    body that streams when `stream`; field paths as the client wrote them in every error."""
-    require_mapping(body, "body")
+    body that streams when `stream`; field paths as the client wrote them in every error
+    (in camelCase: snake_case field names are read as their camelCase spelling)."""
+    body = camel_case(require_mapping(body, "body"))
     for name in body:
         if name not in _READ and body[name] is not None:
             log.debug("%s dropped", name)
@@ -160,7 +162,9 @@ def _function(value: Any, where: str) -> dict[str, Any]:
         function["description"] = require_str(description, f"{where}.description")
     given = declaration.get("parametersJsonSchema")
     if given is not None:
-        function["parameters"] = dict(require_mapping(given, f"{where}.parametersJsonSchema"))
+        function["parameters"] = json_schema_types(
+            require_mapping(given, f"{where}.parametersJsonSchema")
+        )
     elif declaration.get("parameters") is not None:
         function["parameters"] = json_schema(declaration["parameters"], f"{where}.parameters")
     else:
@@ -242,7 +246,7 @@ def _response_format(config: Mapping[str, Any], where: str) -> dict[str, Any] | 
     schema: Any = None
     for name in ("responseJsonSchema", "_responseJsonSchema"):
         if config.get(name) is not None:
-            schema = dict(require_mapping(config[name], f"{where}.{name}"))
+            schema = json_schema_types(require_mapping(config[name], f"{where}.{name}"))
     if schema is None and config.get("responseSchema") is not None:
         schema = json_schema(config["responseSchema"], f"{where}.responseSchema")
     if schema is None:
