@@ -103,7 +103,8 @@ def function_call_part(call: ToolCall) -> dict[str, Any]:
     ``functionResponse`` with its call by name and order (Gemini CLI 0.61
     makes its own id, ``name_<ms>_<n>``, and echoes it on the result; the face's
     history pairs by that id, else by name and order). Raises
-    `UndecodableArguments` for a call without a name or whose arguments were not a JSON object: never a call to run with ``{}``.
+    `UndecodableArguments` for a call without a name or whose arguments were
+    not a JSON object: never a call to run with ``{}``.
     """
     if call.arguments_undecodable or not call.name:
         raise UndecodableArguments(f"tool call {call.name!r}: arguments are not a JSON object")
