@@ -147,6 +147,14 @@ def face_readers(session: Any, proxy: str) -> dict[str, Callable[[], str]]:
     ).encode()
     responses_url = proxy + "/v1/responses"
     responses_body = json.dumps({**responses_body_for(LONG_PROMPT), "stream": True}).encode()
+    gemini_url = proxy + f"/v1beta/models/{MODEL}:streamGenerateContent?alt=sse"
+    gemini_body = json.dumps(
+        {
+            "systemInstruction": {"parts": [{"text": SYSTEM}]},
+            "contents": [{"role": "user", "parts": [{"text": LONG_PROMPT}]}],
+            "generationConfig": {"maxOutputTokens": MAX_TOKENS},
+        }
+    ).encode()
 
     def raw_ollama() -> str:
         with session.post(ollama_url, data=ollama_body, headers=HEADERS, stream=True) as r:
@@ -161,10 +169,15 @@ def face_readers(session: Any, proxy: str) -> dict[str, Callable[[], str]]:
         with session.post(responses_url, data=responses_body, headers=HEADERS, stream=True) as r:
             return sse_texts(r, b"response.output_text.delta", lambda event: event["delta"])
 
+    def raw_gemini() -> str:
+        with session.post(gemini_url, data=gemini_body, headers=HEADERS, stream=True) as r:
+            return "".join(gemini_texts(r))
+
     return {
         "raw ollama": raw_ollama,
         "raw anthropic": raw_anthropic,
         "raw responses": raw_responses,
+        "raw gemini": raw_gemini,
         "raw relay": raw_chat_reader(session, proxy + "/v1/chat/completions"),
     }
 
@@ -178,6 +191,23 @@ def sse_texts(response: Any, event: bytes, text: Callable[[Any], str | None]) ->
             if piece:
                 texts.append(piece)
     return "".join(texts)
+
+
+def gemini_texts(response: Any) -> Iterator[str]:
+    """The text parts of a Gemini ``alt=sse`` body (CRLF frames, `json.loads` each), no thoughts."""
+    read1 = response.raw.read1
+    rest = b""
+    while True:
+        data = read1(WRITE_SIZE)
+        if not data:
+            return
+        *frames, rest = (rest + data).split(b"\r\n\r\n")
+        for frame in frames:
+            if frame.startswith(b"data: "):
+                for candidate in json.loads(frame[6:]).get("candidates", ()):
+                    for part in candidate.get("content", {}).get("parts", ()):
+                        if part.get("text") and not part.get("thought"):
+                            yield part["text"]
 
 
 def anthropic_text(event: Any) -> str | None:

@@ -83,7 +83,7 @@ def profile_proxy(upstream: str, expected: str, streams: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     with llmchat.OpenAICommon(upstream, model=MODEL) as backend, requests.Session() as session:
-        for face in ("raw ollama", "raw anthropic", "raw responses", "raw relay"):
+        for face in ("raw ollama", "raw anthropic", "raw responses", "raw gemini", "raw relay"):
             app = ProfiledApp(make_app(backend))
             server = make_server(app, "127.0.0.1", 0)
             thread = threading.Thread(target=server.serve_forever, daemon=True)

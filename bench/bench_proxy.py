@@ -77,6 +77,7 @@ STREAM_LABELS = {
     "raw ollama": "diagnostic: raw reader of the Ollama face (split lines, `json.loads`)",
     "raw anthropic": "diagnostic: raw reader of the Anthropic face (split frames, `json.loads`)",
     "raw responses": "diagnostic: raw reader of the Responses face (split frames, `json.loads`)",
+    "raw gemini": "diagnostic: raw reader of the Gemini face (SSE, split frames, `json.loads`)",
     "raw relay": "diagnostic: raw reader of the relay face (same parse as the floor)",
 }
 SHORT_LABELS = {
@@ -88,7 +89,15 @@ SHORT_LABELS = {
     "responses": "proxy, Responses face: openai {openai} `responses.create(...)`, `output_text`",
     "openai relay": "proxy, OpenAI relay: openai {openai} `create(...)`",
 }
-TRANSLATED = ("ollama", "anthropic", "responses", "raw ollama", "raw anthropic", "raw responses")
+TRANSLATED = (
+    "ollama",
+    "anthropic",
+    "responses",
+    "raw ollama",
+    "raw anthropic",
+    "raw responses",
+    "raw gemini",
+)
 """The translating faces' paths: no direct counterpart, compared with llmchat direct instead."""
 DIRECT_OF = {"openai relay": "openai", "raw relay": "raw"}
 """The same client going direct, for the faces that have one."""
@@ -224,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         ("raw ollama", "Ollama face (`/api/chat`, NDJSON)"),
         ("raw anthropic", "Anthropic face (`/v1/messages`, SSE)"),
         ("raw responses", "Responses face (`/v1/responses`, SSE)"),
+        ("raw gemini", "Gemini face (`:streamGenerateContent?alt=sse`)"),
         ("raw relay", "OpenAI relay (`/v1/chat/completions`, bytes passed through)"),
     ):
         cpu = profiles[face][0]

@@ -47,6 +47,7 @@ FACES = {
     "raw ollama": "Ollama face (`/api/chat`, NDJSON)",
     "raw anthropic": "Anthropic face (`/v1/messages`, SSE)",
     "raw responses": "Responses face (`/v1/responses`, SSE)",
+    "raw gemini": "Gemini face (`:streamGenerateContent?alt=sse`)",
 }
 FLOOR = "floor"
 
