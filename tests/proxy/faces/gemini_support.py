@@ -84,12 +84,14 @@ def generate(
     model: str = "gemini-2.5-pro",
     text: str = "hi",
     headers: Mapping[str, str] | None = None,
+    key: str | None = None,
 ) -> tuple[Answered, list[dict[str, Any]]]:
-    """One user `text` to `model` in one of the `HOWS`: the raw answer and, when it is a 200,
-    its GenerateContentResponse chunks (one for ``generateContent``)."""
+    """One user `text` to `model` in one of the `HOWS` (`key` sent as ``?key=``): the raw
+    answer and, when it is a 200, its GenerateContentResponse chunks (one for
+    ``generateContent``)."""
     method = "generateContent" if how == "generateContent" else "streamGenerateContent"
-    query = "?alt=sse" if how == "sse" else ""
-    path = f"/v1beta/models/{model}:{method}{query}"
+    query = [*(["alt=sse"] if how == "sse" else []), *([f"key={key}"] if key else [])]
+    path = f"/v1beta/models/{model}:{method}" + ("?" + "&".join(query) if query else "")
     answer = request(url, "POST", path, {"contents": [user(text)]}, headers)
     if answer.status != 200:
         return answer, []
