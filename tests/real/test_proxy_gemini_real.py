@@ -21,7 +21,6 @@ import requests
 from llmchat import OpenAICommon, Settings
 from llmchat.backends.gemini import Gemini
 
-from ..support.chat_frames import WEATHER
 from ..support.proxy import UsageSink, running_proxy
 from .conftest import LlamaServer, wait_until
 from .test_llamacpp import HELLO, slots_idle
@@ -32,13 +31,28 @@ MODEL = "gemini-2.5-pro"  # what Gemini CLI asks for; the proxy serves its one u
 GREEDY = {"temperature": 0, "seed": 1}
 SAY_HELLO = [{"role": "user", "parts": [{"text": HELLO[0]["content"]}]}]
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
+# A long name: a result folded into the user's text (``[name result]``) would count
+# more tokens than the tool turn the template renders, so the counts tell them apart.
+NAME = "look_up_the_weather_forecast_for_one_city"
 DECLARATION = {
-    "name": "get_weather",
+    "name": NAME,
     "description": "Weather for a city",
     "parameters": {
         "type": "OBJECT",
         "properties": {"city": {"type": "STRING"}},
         "required": ["city"],
+    },
+}
+FORECAST = {
+    "type": "function",
+    "function": {
+        "name": NAME,
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
     },
 }
 RESULT = "21 C, sunny"
@@ -234,7 +248,7 @@ def test_a_function_call_then_its_response_gives_text(tools_server: LlamaServer)
     so the answer is that one call, stopped at MAX_TOKENS.
     """
     server = _idle(tools_server)
-    tools = [WEATHER]
+    tools = [FORECAST]
     direct = _direct(
         server,
         messages=ASK,
@@ -258,13 +272,20 @@ def test_a_function_call_then_its_response_gives_text(tools_server: LlamaServer)
     with OpenAICommon(server.url, model="tiny") as upstream, running_proxy(upstream) as url:
         answers = {how: _generate(url, how, body) for how in ("generateContent", "sse")}
         for chunks in answers.values():
-            assert _parts(chunks) == [{"functionCall": {"name": "get_weather", "args": arguments}}]
+            assert _parts(chunks) == [{"functionCall": {"name": NAME, "args": arguments}}]
             finish, usage = _ending(chunks)
             assert finish == "MAX_TOKENS" and usage["candidatesTokenCount"] == one_call
             assert usage["promptTokenCount"] == direct["usage"]["prompt_tokens"]
-        # The model's turn goes back as written, with the result paired to it by name.
+        # The model's turn goes back as written, the result under the id Gemini CLI makes
+        # up for a call that came without one: paired to the call by name.
         [called] = answers["generateContent"]
-        result = {"functionResponse": {"name": "get_weather", "response": {"output": RESULT}}}
+        result = {
+            "functionResponse": {
+                "id": f"{NAME}-1764000000000-9a1b",
+                "name": NAME,
+                "response": {"output": RESULT},
+            }
+        }
         back = {
             "contents": [
                 *asked,
@@ -278,7 +299,7 @@ def test_a_function_call_then_its_response_gives_text(tools_server: LlamaServer)
         answered = _generate(url, "generateContent", back)
         counted = _post(url, "countTokens", back).json()["totalTokens"]
         with _gemini(url, max_tokens=one_call) as backend:
-            calling = backend.chat_completion(ASK, tools=[WEATHER], tool_choice="required")
+            calling = backend.chat_completion(ASK, tools=[FORECAST], tool_choice="required")
             [call] = calling.tool_calls
             history = [
                 *ASK,
@@ -286,10 +307,10 @@ def test_a_function_call_then_its_response_gives_text(tools_server: LlamaServer)
                 {"role": "tool", "tool_call_id": call.id, "content": RESULT},
             ]
             replied = backend.chat_completion(
-                history, tools=[WEATHER], tool_choice="none", settings=Settings(max_tokens=N)
+                history, tools=[FORECAST], tool_choice="none", settings=Settings(max_tokens=N)
             )
     # The same turn as OpenAI says it: the face numbers the call it was given no id for.
-    sent_call = {"name": "get_weather", "arguments": json.dumps(arguments, separators=(",", ":"))}
+    sent_call = {"name": NAME, "arguments": json.dumps(arguments, separators=(",", ":"))}
     as_chat = [
         *ASK,
         {
@@ -306,7 +327,7 @@ def test_a_function_call_then_its_response_gives_text(tools_server: LlamaServer)
     assert finish == "MAX_TOKENS" and usage["candidatesTokenCount"] == N
     assert usage["promptTokenCount"] == reference["usage"]["prompt_tokens"] == counted
     assert (call.name, call.arguments, calling.finish_reason) == (
-        "get_weather",
+        NAME,
         arguments,
         "length",
     )
