@@ -84,9 +84,5 @@ def test_a_gemini_client_over_its_budget_gets_resource_exhausted_with_retry_info
     assert (read.error_class, read.error_status) == ("http", 429)
     assert "token budget" in read.err and "sk-alice" not in repr(read)
     assert a.chats == 1
-    assert [(e["face"], e["error_type"]) for e in events] == [
-        ("gemini", None),
-        ("gemini", "budget"),
-        ("gemini", "budget"),
-    ]
-    assert [e["key_id"] for e in events] == ["alice"] * 3
+    assert sorted(e["error_type"] or "" for e in events) == ["", "budget", "budget"]
+    assert {(e["face"], e["key_id"]) for e in events} == {("gemini", "alice")}
