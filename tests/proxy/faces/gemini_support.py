@@ -20,12 +20,15 @@ from ...support.proxy import UsageSink, running_proxy
 
 __all__ = [
     "GENERATE",
+    "HOWS",
     "STREAM",
     "Answered",
     "chat_bodies",
     "gemini_proxy",
+    "generate",
     "last_chat_body",
     "request",
+    "text_of",
     "user",
 ]
 
@@ -69,6 +72,44 @@ def request(
         return Answered(response.status, named, answer)
     finally:
         connection.close()
+
+
+HOWS = ("generateContent", "sse", "array")
+"""The three ways to ask: ``generateContent``, the stream as SSE (``alt=sse``), as a JSON array."""
+
+
+def generate(
+    url: str,
+    how: str,
+    model: str = "gemini-2.5-pro",
+    text: str = "hi",
+    headers: Mapping[str, str] | None = None,
+    key: str | None = None,
+) -> tuple[Answered, list[dict[str, Any]]]:
+    """One user `text` to `model` in one of the `HOWS` (`key` sent as ``?key=``): the raw
+    answer and, when it is a 200, its GenerateContentResponse chunks (one for
+    ``generateContent``)."""
+    method = "generateContent" if how == "generateContent" else "streamGenerateContent"
+    query = [*(["alt=sse"] if how == "sse" else []), *([f"key={key}"] if key else [])]
+    path = f"/v1beta/models/{model}:{method}" + ("?" + "&".join(query) if query else "")
+    answer = request(url, "POST", path, {"contents": [user(text)]}, headers)
+    if answer.status != 200:
+        return answer, []
+    if how == "sse":
+        lines = answer.body.decode().splitlines()
+        return answer, [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    chunks = answer.json()
+    return answer, chunks if how == "array" else [chunks]
+
+
+def text_of(chunks: list[dict[str, Any]]) -> str:
+    """The text parts of every chunk, joined."""
+    return "".join(
+        part.get("text", "")
+        for chunk in chunks
+        for candidate in chunk.get("candidates", [])
+        for part in candidate.get("content", {}).get("parts", [])
+    )
 
 
 def user(text: str) -> dict[str, Any]:

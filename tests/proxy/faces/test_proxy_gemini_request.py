@@ -134,6 +134,44 @@ def test_call_ids_sent_by_the_client_are_kept_and_matched() -> None:
     assert sent["messages"][2] == {"role": "tool", "tool_call_id": "a1", "content": ""}
 
 
+def test_a_result_under_the_clients_own_id_pairs_with_the_call_that_had_none() -> None:
+    """Gemini CLI names a call the answer gave no id (``<name>-<ms>-<hex>``), keeps the
+    model turn as it came, and sends the result under its own id: paired by name."""
+    sent = upstream_body(
+        {
+            "contents": [
+                user("go"),
+                {
+                    "role": "model",
+                    "parts": [
+                        {"functionCall": {"name": "f", "args": {"n": 1}}},
+                        {"functionCall": {"id": "kept", "name": "f", "args": {"n": 2}}},
+                        {"functionCall": {"name": "f", "args": {"n": 3}}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "parts": [
+                        {"functionResponse": {"id": "f-1764000000000-9a1b", "name": "f",
+                                              "response": {"output": "one"}}},
+                        {"functionResponse": {"id": "f-1764000000001-77c0", "name": "f",
+                                              "response": {"output": "three"}}},
+                        {"functionResponse": {"id": "kept", "name": "f",
+                                              "response": {"output": "two"}}},
+                    ],
+                },
+            ]
+        }
+    )  # fmt: skip
+    calls = sent["messages"][1]["tool_calls"]
+    assert [c["id"] for c in calls] == ["call_0", "kept", "call_2"]
+    assert sent["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "call_0", "content": "one"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "three"},
+        {"role": "tool", "tool_call_id": "kept", "content": "two"},
+    ]
+
+
 def test_thought_parts_are_not_sent_back_and_a_thoughts_only_turn_is_dropped() -> None:
     sent = upstream_body(
         {

@@ -12,8 +12,9 @@ import requests
 from llmchat import OpenAICommon
 from llmchat.testing import ChatResponder, ScriptedServer
 
-from ...support.metrics import Samples, scrape_until
-from ...support.proxy import running_proxy
+from ...support.metrics import Samples, scrape_until, total
+from ...support.proxy import UsageSink, running_proxy
+from ..faces.gemini_support import GENERATE, HOWS, generate, request
 
 parser = pytest.importorskip("prometheus_client.parser", reason="needs the metrics extra")
 
@@ -54,6 +55,33 @@ def test_requests_are_counted_with_bounded_labels_and_no_key() -> None:
     assert CLIENT not in text
     durations = samples["llmchat_request_duration_seconds_count"]
     assert sum(v for labels, v in durations if labels["face"] != "proxy") == 3
+
+
+def test_the_gemini_face_is_its_own_label_with_its_tokens() -> None:
+    sink = UsageSink()
+    with ScriptedServer(ChatResponder()) as upstream_url:
+        with running_proxy(OpenAICommon(upstream_url), usage_log=sink) as url:
+            for how in HOWS:
+                answered, _ = generate(url, how)
+                assert answered.status == 200, answered
+            bad = request(url, "POST", GENERATE, {"contents": "not a list"})
+            assert bad.status == 400 and bad.json()["error"]["status"] == "INVALID_ARGUMENT"
+            events = sink.wait(4)
+            samples = scrape_until(
+                url, lambda s: total(s, "llmchat_requests_total", face="gemini") >= 4
+            )
+    assert [e["face"] for e in events] == ["gemini"] * 4
+    assert total(samples, "llmchat_requests_total", face="gemini", status_class="2xx") == 3
+    assert total(samples, "llmchat_requests_total", face="gemini", status_class="4xx") == 1
+    assert total(samples, "llmchat_request_duration_seconds_count", face="gemini") == 4
+    # An event is emitted as its answer closes, which may be after the client read it:
+    # the order of the events is not the order of the requests.
+    served = [e for e in events if e["status"] == 200]
+    assert len(served) == 3
+    for kind, field in (("input", "input_tokens"), ("output", "output_tokens")):
+        counted = sum(e[field] for e in served)
+        assert total(samples, "llmchat_tokens_total", face="gemini", kind=kind) == counted > 0
+    assert total(samples, "llmchat_tokens_total", face="openai") == 0
 
 
 def test_the_admin_key_gates_metrics() -> None:

@@ -34,9 +34,16 @@ WAIT = 10.0
 WAIT_MS = 100
 
 
+FACES = ("openai", "ollama", "gemini")
+
+
 def _ask(url: str, face: str, model: str) -> requests.Response:
-    route = {"openai": "/v1/chat/completions", "ollama": "/api/chat"}[face]
-    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": False}
+    if face == "gemini":
+        route = f"/v1beta/models/{model}:generateContent"
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    else:
+        route = {"openai": "/v1/chat/completions", "ollama": "/api/chat"}[face]
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": False}
     return requests.post(url + route, json=body, timeout=WAIT)
 
 
@@ -47,22 +54,23 @@ def test_admission_waits_and_429s_are_counted_by_alias_node_and_face() -> None:
         )
         with routed_proxy(routed) as (url, sink):
             held = hold(a, openai_client(url), "m")  # a's one slot, busy until its gate opens
-            for face in ("openai", "ollama"):
+            for face in FACES:
                 refused = _ask(url, face, "m")
                 assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["status"] == "RESOURCE_EXHAUSTED"  # Gemini's
             assert a.gate is not None
             a.gate.set()
             held.join(WAIT)
-            events = sink.wait(3)
+            events = sink.wait(1 + len(FACES))
             samples = scrape(url)
     refusals = [e for e in events if e["status"] == 429]
     [served] = [e for e in events if e["status"] == 200]
-    assert sorted(e["face"] for e in refusals) == ["ollama", "openai"]
+    assert sorted(e["face"] for e in refusals) == sorted(FACES)
     for event in refusals:
         assert (event["error_type"], event["alias"], event["node"]) == ("overloaded", "m", None)
         assert event["wait_ms"] >= WAIT_MS  # it waited its tier's whole wait, then gave up
     assert served["node"] == "a" and served["wait_ms"] is not None and served["wait_ms"] >= 0
-    for face in ("openai", "ollama"):
+    for face in FACES:
         assert total(samples, "llmchat_admission_refusals_total", alias="m", face=face) == 1
         assert total(samples, "llmchat_admission_wait_seconds_count", node="none", face=face) == 1
         # Every refused wait lasted the tier's wait: none below it.
@@ -73,7 +81,7 @@ def test_admission_waits_and_429s_are_counted_by_alias_node_and_face() -> None:
     assert waited == pytest.approx(sum(e["wait_ms"] for e in events) / 1000, rel=1e-9, abs=1e-9)
     assert total(samples, "llmchat_admission_wait_seconds_count", node="a", face="openai") == 1
     # Still an error class among the failures too (documented), and no budget refusal.
-    assert total(samples, "llmchat_upstream_failures_total", error_type="overloaded") == 2
+    assert total(samples, "llmchat_upstream_failures_total", error_type="overloaded") == len(FACES)
     assert total(samples, "llmchat_budget_refusals_total") == 0
 
 

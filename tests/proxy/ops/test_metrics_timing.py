@@ -31,7 +31,14 @@ FACES = {
     "openai": "/v1/chat/completions",
     "ollama": "/api/chat",
     "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/m:{method}",
 }
+"""Each face's chat route (Gemini's names its method: `_route`)."""
+
+
+def _route(face: str, stream: bool) -> str:
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    return FACES[face].format(method=method) if face == "gemini" else FACES[face]
 
 
 class HeldStreams:
@@ -53,6 +60,8 @@ class HeldStreams:
 
 
 def _body(face: str, stream: bool) -> dict[str, Any]:
+    if face == "gemini":  # the stream is asked for by the route
+        return {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     body: dict[str, Any] = {
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],
@@ -71,7 +80,8 @@ def _held_stream(url: str, face: str, upstream: HeldStreams) -> list[bytes]:
     """A streamed chat whose upstream holds after its first piece: the first line is read
     before the upstream is let go, so the answer's end comes after its first byte."""
     upstream.release = threading.Event()
-    with requests.post(url + FACES[face], json=_body(face, True), stream=True, timeout=WAIT) as got:
+    route, body = _route(face, True), _body(face, True)
+    with requests.post(url + route, json=body, stream=True, timeout=WAIT) as got:
         assert got.status_code == 200, got.text
         lines = _lines(got)
         first = [next(lines)]
@@ -84,8 +94,10 @@ def test_time_to_first_byte_is_observed_for_streamed_and_blocking_answers() -> N
     sink = UsageSink()
     with ScriptedServer(upstream) as upstream_url, OpenAICommon(upstream_url) as backend:
         with running_proxy(backend, usage_log=sink) as url:
-            for face, route in FACES.items():
-                whole = requests.post(url + route, json=_body(face, False), timeout=WAIT)
+            for face in FACES:
+                whole = requests.post(
+                    url + _route(face, False), json=_body(face, False), timeout=WAIT
+                )
                 assert whole.status_code == 200, whole.text
                 assert len(_held_stream(url, face, upstream)) > 2  # its first line, then more
             events = sink.wait(2 * len(FACES))

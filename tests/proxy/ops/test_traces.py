@@ -22,6 +22,7 @@ from llmchat.testing import ChatResponder, Reply, ScriptedServer, WaitFor, Write
 
 from ...support.chat_frames import chunk
 from ...support.proxy import UsageSink, running_proxy
+from ..faces.gemini_support import generate, request
 from ..routing.nodes_support import config, node_config, nodes, routed_proxy
 from ..support import cut_stream
 from ..test_proxy import _post_and_hang_up
@@ -125,6 +126,34 @@ def test_routed_blocking_and_streamed_calls_make_one_span_each(spans: Spans) -> 
     assert parented.parent.span_id == int(PARENT_ID, 16)
     assert parented.context.trace_id == int(TRACE_ID, 16)
     assert _only(finished, "str-2").parent is None  # no traceparent: a trace of its own
+
+
+@pytest.mark.parametrize("how", ["generateContent", "sse"])
+def test_a_gemini_call_is_a_chat_span_of_its_face_with_no_query_key(spans: Spans, how) -> None:
+    """The route is the method's pattern, the model the name Gemini CLI asked for (an
+    alias here); a ``?key=`` reaches no attribute. The model list makes no span."""
+    with nodes("a") as (a,):
+        routed = RoutedUpstream(config([node_config(a)], {"gemini-2.5-pro": [Tier("x", ("a",))]}))
+        keys = KeyRing([ALICE], {"ALICE_KEY": SECRET})
+        with routed_proxy(routed, keys=keys, traces=spans.provider) as (url, sink):
+            answer, _ = generate(url, how, key=SECRET)
+            assert answer.status == 200, answer
+            listed = request(url, "GET", f"/v1beta/models?key={SECRET}")
+            assert listed.status == 200, listed
+            [event] = [e for e in sink.wait(2) if e["route"] != "/v1beta/models"]
+    [span] = spans.finished()
+    method = "generateContent" if how == "generateContent" else "streamGenerateContent"
+    assert span.name == "chat gemini-2.5-pro" and span.kind == SpanKind.SERVER
+    attributes = dict(span.attributes)
+    assert attributes["llmchat.face"] == "gemini"
+    assert attributes["llmchat.route"] == f"/v1beta/models/{{model}}:{method}"
+    assert attributes["gen_ai.operation.name"] == "chat"
+    assert attributes["gen_ai.request.model"] == attributes["llmchat.alias"] == "gemini-2.5-pro"
+    assert attributes["llmchat.streamed"] is (how == "sse")
+    assert (attributes["llmchat.node"], attributes["llmchat.key"]) == ("a", "alice")
+    assert attributes["gen_ai.usage.output_tokens"] == event["output_tokens"] > 0
+    assert attributes["http.response.status_code"] == 200 and "error.type" not in attributes
+    _no_secret_in(span, SECRET)
 
 
 def test_an_upstream_failure_and_a_failure_mid_stream_carry_the_error_type(

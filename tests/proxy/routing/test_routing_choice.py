@@ -12,6 +12,7 @@ from llmchat.proxy.routing.config import NodeConfig, Tier
 from llmchat.proxy.routing.nodes import NodeState
 from llmchat.proxy.routing.upstream import RoutedUpstream
 
+from ..faces.gemini_support import Answered, request
 from ..support import anthropic_client
 from .nodes_support import chat, config, node_config, nodes, openai_client, routed_proxy
 
@@ -101,7 +102,22 @@ def test_prefix_key_is_the_same_for_every_turn_and_differs_between_conversations
     assert prefix_key({"messages": [{"role": "assistant", "content": "x"}]}) is None
 
 
-@pytest.mark.parametrize("face", ["openai", "anthropic"])
+def _gemini_turn(url: str, messages: list[dict[str, str]]) -> Answered:
+    """The conversation as Gemini CLI sends it: the system turn as ``systemInstruction``."""
+    contents = [
+        {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
+        for m in messages[1:]
+    ]
+    body = {
+        "systemInstruction": {"parts": [{"text": messages[0]["content"]}]},
+        "contents": contents,
+    }
+    answer = request(url, "POST", "/v1beta/models/m:generateContent", body)
+    assert answer.status == 200, answer
+    return answer
+
+
+@pytest.mark.parametrize("face", ["openai", "anthropic", "gemini"])
 def test_prefix_affinity_keeps_a_conversation_on_its_node(face):
     with nodes("a", "b", "c") as made:
         routed = RoutedUpstream(
@@ -121,6 +137,8 @@ def test_prefix_affinity_keeps_a_conversation_on_its_node(face):
                         raw = oa.chat.completions.with_raw_response.create(
                             model="m", messages=messages
                         )
+                    elif face == "gemini":
+                        raw = _gemini_turn(url, messages)
                     else:
                         raw = an.messages.with_raw_response.create(
                             model="m", max_tokens=5, system="be brief", messages=messages[1:]

@@ -13,6 +13,7 @@ from llmchat.proxy.routing.upstream import MAX_BACKOFF, PASSIVE_BACKOFF, RoutedU
 from llmchat.testing import Reply, WaitFor, Write
 
 from ...support.chat_frames import chunk
+from ..faces.gemini_support import HOWS, generate, text_of
 from ..support import anthropic_client, cut_stream
 from .nodes_support import (
     chat,
@@ -98,7 +99,7 @@ def test_backoff_doubles_to_its_ceiling_and_a_success_readmits():
         routed.close()
 
 
-@pytest.mark.parametrize("face", ["openai", "anthropic"])
+@pytest.mark.parametrize("face", ["openai", "anthropic", "gemini"])
 def test_a_5xx_before_the_first_chunk_is_retried_on_another_node(face):
     with nodes("a", "b") as (a, b):
         a.override = lambda request: Reply.json({"error": {"message": "boom"}}, status=500)
@@ -109,6 +110,9 @@ def test_a_5xx_before_the_first_chunk_is_retried_on_another_node(face):
             if face == "openai":
                 raw = chat(openai_client(url), "m")
                 text = raw.parse().choices[0].message.content
+            elif face == "gemini":
+                raw, chunks = generate(url, "generateContent", "m")
+                text = text_of(chunks)
             else:
                 raw = anthropic_client(url).messages.with_raw_response.create(
                     model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
@@ -117,6 +121,31 @@ def test_a_5xx_before_the_first_chunk_is_retried_on_another_node(face):
             assert raw.headers["x-llmchat-node"] == "b"
             assert text == "answer from b"
             assert (a.chats, b.chats) == (1, 1)
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_gemini_model_name_is_an_alias_and_fails_over_before_the_first_byte(how):
+    """Gemini CLI asks for ``gemini-2.5-pro``: an alias like any model name, its tier's
+    model sent up; a node's 5xx before the first byte moves on, streamed or whole."""
+    with nodes("a", "b") as (a, b):
+        a.override = lambda request: Reply.json({"error": {"message": "boom"}}, status=500)
+        tiers = {"gemini-2.5-pro": [Tier("x", ("a", "b"))]}
+        routed = RoutedUpstream(config([node_config(a), node_config(b)], tiers))
+        with routed_proxy(routed) as (url, sink):
+            answer, chunks = generate(url, how, "models/gemini-2.5-pro")
+            unknown, _ = generate(url, how, "gemini-1.0-unknown")
+            events = sink.wait(2)
+    [served] = [e for e in events if e["status"] == 200]
+    [refused] = [e for e in events if e["status"] != 200]
+    assert answer.status == 200 and answer.headers["x-llmchat-node"] == "b", answer
+    assert text_of(chunks) == "answer from b"
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+    assert (a.chats, b.chats) == (1, 1)
+    assert [body["model"] for body in a.chat_bodies() + b.chat_bodies()] == ["x", "x"]
+    assert (served["face"], served["model"], served["alias"]) == ("gemini", *["gemini-2.5-pro"] * 2)
+    assert (served["node"], served["tier"], served["ok"]) == ("b", 0, True)
+    assert unknown.status == 404 and unknown.json()["error"]["status"] == "NOT_FOUND", unknown
+    assert (refused["face"], refused["status"], refused["node"]) == ("gemini", 404, None)
 
 
 def test_a_failure_after_the_first_chunk_is_in_band_never_a_switch():

@@ -24,6 +24,7 @@ from llmchat.proxy.routing.upstream import PASSIVE_BACKOFF, RoutedUpstream
 from llmchat.testing import Pings, Reply, Stall, Write
 
 from ...support.chat_frames import chunk
+from ..faces.gemini_support import generate, text_of
 from ..support import anthropic_client
 from .nodes_support import config, node_config, nodes, openai_client, routed_proxy
 from .test_routing_failover import Clock
@@ -73,7 +74,7 @@ def _count_releases(routed: RoutedUpstream, name: str) -> list[int]:
 
 
 @SILENT_NODES
-@pytest.mark.parametrize("face", ["openai", "anthropic"])
+@pytest.mark.parametrize("face", ["openai", "anthropic", "gemini"])
 def test_a_node_silent_mid_stream_is_an_in_band_timeout_and_is_ejected(
     face: str, silent: Any
 ) -> None:
@@ -97,6 +98,14 @@ def test_a_node_silent_mid_stream_is_an_in_band_timeout_and_is_ejected(
                 assert type(info.value) is openai.APIError  # in-band, not a status
                 assert info.value.message == client_message("timeout", None)
                 assert seen == ["partial "]
+            elif face == "gemini":  # the Response path, Gemini's SSE
+                answer, chunks = generate(url, "sse", "m")
+                assert answer.status == 200 and text_of(chunks) == "partial ", answer
+                # In band after the stream began: the bare error object (Vertex's form).
+                last = answer.body.decode().rstrip("\r\n").rsplit("\n", 1)[-1]
+                error = json.loads(last)["error"]
+                assert error["message"] == client_message("timeout", None)
+                assert (error["code"], error["status"]) == (504, "DEADLINE_EXCEEDED")
             else:  # the Response path
                 events = anthropic_client(url).messages.create(
                     model="m",

@@ -4,8 +4,8 @@ The upstream is a loopback server answering as llama-server does: ``usage``
 with ``prompt_tokens_details.cached_tokens`` (and ``timings.cache_n``, the
 same count), in the body or, streamed, in the last event when the request
 asked for usage. Each face is driven by its real client (the ``ollama``,
-``anthropic`` and ``openai`` SDKs; the OpenAI face's chat completions are a
-byte relay, the Responses face translates), streamed and not, over one
+``anthropic`` and ``openai`` SDKs, llmchat's own `Gemini`; the OpenAI face's
+chat completions are a byte relay, the Responses face translates), streamed and not, over one
 upstream and over a `RoutedUpstream` (whose events also name the node, the
 tier and the alias).
 """
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from llmchat import OpenAICommon
+from llmchat.backends.gemini import Gemini
 from llmchat.proxy.routing.config import Tier
 from llmchat.proxy.routing.upstream import RoutedUpstream
 from llmchat.testing import ChatResponder, RecordedRequest, Reply, ScriptedServer
@@ -157,11 +158,24 @@ def responses_chat(url: str, stream: bool) -> Seen:
     return str(answer.output_text), answer.usage.input_tokens_details.cached_tokens
 
 
+def gemini_chat(url: str, stream: bool) -> Seen:
+    """The Gemini face, read by llmchat's own Gemini client: the count in
+    ``usageMetadata.cachedContentTokenCount``."""
+    with Gemini(url + "/v1beta", model="m", api_key="k") as client:
+        if stream:
+            answer = client.chat_completion_stream(MESSAGES).wait(10.0)
+        else:
+            answer = client.chat_completion(MESSAGES)
+    assert answer.is_success and answer.prompt_tokens == PROMPT, answer.err
+    return answer.msg, answer.cached_tokens
+
+
 FACES: dict[str, Callable[[str, bool], Seen]] = {
     "ollama": ollama_chat,
     "anthropic": anthropic_chat,
     "openai": openai_chat,
     "responses": responses_chat,
+    "gemini": gemini_chat,
 }
 
 
@@ -242,7 +256,7 @@ def anthropic_like(request: RecordedRequest) -> Reply:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-@pytest.mark.parametrize("face", ["anthropic", "responses"])
+@pytest.mark.parametrize("face", ["anthropic", "responses", "gemini"])
 def test_a_count_from_another_dialects_node_reaches_the_client(face: str, stream: bool) -> None:
     """An Anthropic node's ``cache_read_input_tokens`` is shown to the translating faces'
     clients in their own words, streamed as whole (not only on the usage event)."""

@@ -13,7 +13,9 @@
   the same ids (and the upstream's prompt cache keeps matching).
 - ``functionResponse`` parts become ``tool`` messages right after that
   turn, each matched to a call of the model turn before it: by ``id`` when
-  it has one, else the first unanswered call of the same ``name``. A result
+  it has one, else the first unanswered call of the same ``name`` (an ``id``
+  no call carries, as Gemini CLI sends for a call that came without one,
+  pairs by name with a call the client gave no id). A result
   matching no call is folded into the user's text (an OpenAI upstream
   refuses a tool message no call asked for). The result is the
   ``response`` object as compact JSON, or its ``output``/``content`` member
@@ -85,20 +87,32 @@ class _Calls:
 
     def __init__(self) -> None:
         self.count = 0
-        self.pending: list[tuple[str, str]] = []
-        """(id, name) of the last model turn's calls not answered yet."""
+        self.pending: list[tuple[str, str, bool]] = []
+        """(id, name, whether the client gave the id) of the last model turn's calls not
+        answered yet."""
 
-    def new_id(self, given: Any) -> str:
+    def add(self, given: Any, name: str) -> str:
+        """Note a call of the model turn; its id: the client's, else ``call_<n>``."""
         self.count += 1
-        return given if isinstance(given, str) and given else f"call_{self.count - 1}"
+        named = isinstance(given, str) and bool(given)
+        call_id = given if named else f"call_{self.count - 1}"
+        self.pending.append((call_id, name, named))
+        return call_id
 
     def match(self, given: Any, name: str | None) -> str | None:
-        for index, (call_id, call_name) in enumerate(self.pending):
-            if (isinstance(given, str) and given == call_id) or (
-                not (isinstance(given, str) and given) and call_name == name
-            ):
-                del self.pending[index]
-                return call_id
+        """The id of the call a result answers: by its `given` id, else by `name`.
+
+        An id no call carries still pairs by name with a call that had no id: Gemini
+        CLI names such a call itself (``<name>-<ms>-<hex>``) and sends that id back
+        while the model turn it returns still has none.
+        """
+        has_id = isinstance(given, str) and bool(given)
+        for index, (call_id, _, _) in enumerate(self.pending):
+            if has_id and call_id == given:
+                return self.pending.pop(index)[0]
+        for index, (_, call_name, named) in enumerate(self.pending):
+            if call_name == name and not (has_id and named):
+                return self.pending.pop(index)[0]
         return None
 
 
@@ -176,8 +190,7 @@ def _tool_call(value: Any, where: str, calls: _Calls) -> dict[str, Any]:
         raise InvalidArgumentError(f"{where}.name: must not be empty")
     args = function_call.get("args")
     args = {} if args is None else require_mapping(args, f"{where}.args")
-    call_id = calls.new_id(function_call.get("id"))
-    calls.pending.append((call_id, name))
+    call_id = calls.add(function_call.get("id"), name)
     arguments = wire_json.encode_data(dict(args)).decode("utf-8")
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
