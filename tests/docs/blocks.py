@@ -3,7 +3,8 @@
 The conventions (every page follows them, the collector implements exactly these):
 
 - every ```python (or ```py) block runs; a page's blocks run in order in one
-  namespace in a fresh subprocess;
+  namespace in a fresh subprocess, the checkout on PYTHONPATH, in a scratch
+  working directory and HOME (files a page writes never land in the checkout);
 - ``<!-- test-setup`` ... ``-->`` right before a block: hidden Python run first;
 - ``<!-- test-skip: reason -->`` right before a block: the block does not run,
   and the collector reports the reason;
