@@ -86,7 +86,8 @@ def _dedent(text: str) -> str:
 
 def page_blocks(path: Path) -> list[Block]:
     """The page's fenced blocks in order, each with the test comments around it."""
-    rel = path.relative_to(REPO_ROOT).as_posix()
+    # Named from the checkout root; a page elsewhere (a test's own) by its full path.
+    rel = path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     pending: list[tuple[str, str, int]] = []  # comments waiting for the next block
