@@ -87,6 +87,21 @@ class Chart:
 MANY = "proxy CPU ms / stream, 32 concurrent streams"
 """The column of the proxy's CPU per stream at 32 concurrent streams."""
 
+OTHER_CLIENTS = (Bar("raw floor:", "raw floor"), Bar("openai", "openai"), Bar("litellm", "litellm"))
+"""The client benches' rows after llmchat's: the floor and the libraries llmchat is timed with."""
+
+FACES = ("OpenAI relay", "Ollama face", "Anthropic face", "Responses face")
+"""The proxy's faces as the CPU bench's rows start, in its order."""
+
+LOAD_PATHS = (
+    Bar("direct", "direct (no proxy)"),
+    Bar("llmchat embedded", "llmchat embedded"),
+    Bar("llmchat gunicorn", "llmchat gunicorn, 64 threads"),
+    Bar("llmchat gunicorn", "llmchat gunicorn, 8 threads"),
+    Bar("LiteLLM", "LiteLLM proxy"),
+)
+"""The load bench's paths, in its order (its two gunicorn rows: 64 threads, then 8)."""
+
 CHARTS: tuple[Chart, ...] = (
     Chart(
         title="Streaming through the client: frames per second",
@@ -96,9 +111,7 @@ CHARTS: tuple[Chart, ...] = (
         bars=(
             Bar("llmchat:", "llmchat"),
             Bar("llmchat, the same in a child process", "llmchat, stdlib JSON"),
-            Bar("raw floor:", "raw floor"),
-            Bar("openai", "openai"),
-            Bar("litellm", "litellm"),
+            *OTHER_CLIENTS,
         ),
         axis="frames / s (higher is better)",
         note="One long stream of token-sized deltas, every frame its own HTTP chunk, from a "
@@ -112,9 +125,7 @@ CHARTS: tuple[Chart, ...] = (
         bars=(
             Bar("llmchat `chat_completion_stream`", "llmchat"),
             Bar("the same, JSON parsed by the stdlib", "llmchat, stdlib JSON"),
-            Bar("raw floor:", "raw floor"),
-            Bar("openai", "openai"),
-            Bar("litellm", "litellm"),
+            *OTHER_CLIENTS,
         ),
         axis="client CPU ms / 512-token stream (lower is better)",
         note="Each client in its own process; its CPU is what it takes from generation on "
@@ -125,12 +136,7 @@ CHARTS: tuple[Chart, ...] = (
         section="Proxy: CPU per delta and per stream, in its own process",
         subsection="Cost per delta, by face",
         column="proxy CPU µs / delta",
-        bars=(
-            Bar("OpenAI relay", "OpenAI relay"),
-            Bar("Ollama face", "Ollama face"),
-            Bar("Anthropic face", "Anthropic face"),
-            Bar("Responses face", "Responses face"),
-        ),
+        bars=tuple(Bar(face, face) for face in FACES),
         axis="proxy CPU µs / delta (lower is better)",
         note="The proxy in its own process, read by a raw reader; the relay passes the "
         "upstream's bytes through, the faces translate every delta.",
@@ -140,15 +146,10 @@ CHARTS: tuple[Chart, ...] = (
         section="Proxy: CPU per delta and per stream, in its own process",
         subsection="The proxy's CPU per 1,000-delta stream, 1 and 32 at once",
         column="proxy CPU ms / stream, 1 stream",
-        bars=(
-            Bar("OpenAI relay", "OpenAI relay, alone"),
-            Bar("OpenAI relay", "OpenAI relay, 32 at once", MANY),
-            Bar("Ollama face", "Ollama face, alone"),
-            Bar("Ollama face", "Ollama face, 32 at once", MANY),
-            Bar("Anthropic face", "Anthropic face, alone"),
-            Bar("Anthropic face", "Anthropic face, 32 at once", MANY),
-            Bar("Responses face", "Responses face, alone"),
-            Bar("Responses face", "Responses face, 32 at once", MANY),
+        bars=tuple(
+            bar
+            for face in FACES
+            for bar in (Bar(face, f"{face}, alone"), Bar(face, f"{face}, 32 at once", MANY))
         ),
         axis="proxy CPU ms / stream (lower is better)",
         note="32 client threads, a connection each, started together, against one client alone.",
@@ -159,13 +160,7 @@ CHARTS: tuple[Chart, ...] = (
         subsection="Short blocking requests",
         column="TTFB p99 ms",
         where=("clients", "64"),
-        bars=(
-            Bar("direct", "direct (no proxy)"),
-            Bar("llmchat embedded", "llmchat embedded"),
-            Bar("llmchat gunicorn", "llmchat gunicorn, 64 threads"),
-            Bar("llmchat gunicorn", "llmchat gunicorn, 8 threads"),
-            Bar("LiteLLM", "LiteLLM proxy"),
-        ),
+        bars=LOAD_PATHS,
         axis="TTFB p99 ms (lower is better)",
         note="Upstream, proxy and 64 clients on the same 2 cores; every answer checked.",
     ),
@@ -175,13 +170,7 @@ CHARTS: tuple[Chart, ...] = (
         subsection="Streams of 1,000 deltas",
         column="TTFB p99 ms",
         where=("clients", "64"),
-        bars=(
-            Bar("direct", "direct (no proxy)"),
-            Bar("llmchat embedded", "llmchat embedded"),
-            Bar("llmchat gunicorn", "llmchat gunicorn, 64 threads"),
-            Bar("llmchat gunicorn", "llmchat gunicorn, 8 threads"),
-            Bar("LiteLLM", "LiteLLM proxy"),
-        ),
+        bars=LOAD_PATHS,
         axis="TTFB p99 ms (lower is better)",
     ),
     Chart(
