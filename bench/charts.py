@@ -1,7 +1,7 @@
 """Charts of the benchmark figures, generated from BENCHMARKS.md into docs/benchmarks.md.
 
-    python bench/charts.py            # rewrite the charts between the markers
-    python bench/charts.py --check    # exit 1 if docs/benchmarks.md is not what BENCHMARKS.md gives
+    python bench/charts.py            # rewrite the charts and README's headline figures
+    python bench/charts.py --check    # exit 1 if either is not what BENCHMARKS.md gives
 
 The bench scripts write BENCHMARKS.md's markdown tables; this reads the tables
 named in `CHARTS` and writes each as a Mermaid ``xychart-beta`` bar chart
@@ -11,7 +11,9 @@ The pictures are never drawn by hand, so they cannot drift from the figures:
 the suite regenerates them from the committed BENCHMARKS.md and compares
 (tests/test_bench_charts.py), and ``bench/run_all.py`` rewrites them after a
 run. A table or row that is no longer where a chart expects it is an error
-naming the chart, not a chart with a bar missing.
+naming the chart, not a chart with a bar missing. README.md's few headline
+figures come from the same charts, between ``<!-- bench-headline:start -->``
+and ``<!-- bench-headline:end -->``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
 DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
+README_MD = ROOT / "README.md"
 START = "<!-- charts:start -->"
 END = "<!-- charts:end -->"
+HEADLINE_START = "<!-- bench-headline:start -->"
+HEADLINE_END = "<!-- bench-headline:end -->"
 
 _SEPARATOR = re.compile(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$")
 _MEASURED = re.compile(r"^_(?:Measured|Counted, not timed \()\s*(\d{4}-\d{2}-\d{2})")
@@ -82,6 +87,8 @@ class Chart:
     """(column, cell): only rows with that cell, for tables with several rows per path."""
     note: str = ""
     """One sentence under the chart: what to read in it."""
+    headline: str = ""
+    """The chart's lead-in when its figures are also one of README.md's headline lines."""
 
 
 MANY = "proxy CPU ms / stream, 32 concurrent streams"
@@ -96,8 +103,8 @@ FACES = ("OpenAI relay", "Ollama face", "Anthropic face", "Responses face")
 LOAD_PATHS = (
     Bar("direct", "direct (no proxy)"),
     Bar("llmchat embedded", "llmchat embedded"),
-    Bar("llmchat gunicorn", "llmchat gunicorn, 64 threads"),
-    Bar("llmchat gunicorn", "llmchat gunicorn, 8 threads"),
+    Bar("llmchat gunicorn", "llmchat gunicorn (64 threads)"),
+    Bar("llmchat gunicorn", "llmchat gunicorn (8 threads)"),
     Bar("LiteLLM", "LiteLLM proxy"),
 )
 """The load bench's paths, in its order (its two gunicorn rows: 64 threads, then 8)."""
@@ -110,10 +117,11 @@ CHARTS: tuple[Chart, ...] = (
         column="frames / s",
         bars=(
             Bar("llmchat:", "llmchat"),
-            Bar("llmchat, the same in a child process", "llmchat, stdlib JSON"),
+            Bar("llmchat, the same in a child process", "llmchat (stdlib JSON)"),
             *OTHER_CLIENTS,
         ),
         axis="frames / s (higher is better)",
+        headline="**Streaming** through the client, frames / s (higher is better)",
         note="One long stream of token-sized deltas, every frame its own HTTP chunk, from a "
         "server in its own process.",
     ),
@@ -124,10 +132,11 @@ CHARTS: tuple[Chart, ...] = (
         column="client CPU ms / 512-token stream",
         bars=(
             Bar("llmchat `chat_completion_stream`", "llmchat"),
-            Bar("the same, JSON parsed by the stdlib", "llmchat, stdlib JSON"),
+            Bar("the same, JSON parsed by the stdlib", "llmchat (stdlib JSON)"),
             *OTHER_CLIENTS,
         ),
         axis="client CPU ms / 512-token stream (lower is better)",
+        headline="**Client CPU** per 512-token stream from a real llama-server, ms",
         note="Each client in its own process; its CPU is what it takes from generation on "
         "the same cores.",
     ),
@@ -138,6 +147,7 @@ CHARTS: tuple[Chart, ...] = (
         column="proxy CPU µs / delta",
         bars=tuple(Bar(face, face) for face in FACES),
         axis="proxy CPU µs / delta (lower is better)",
+        headline="**The proxy's CPU** per streamed delta, in its own process, µs",
         note="The proxy in its own process, read by a raw reader; the relay passes the "
         "upstream's bytes through, the faces translate every delta.",
     ),
@@ -149,7 +159,7 @@ CHARTS: tuple[Chart, ...] = (
         bars=tuple(
             bar
             for face in FACES
-            for bar in (Bar(face, f"{face}, alone"), Bar(face, f"{face}, 32 at once", MANY))
+            for bar in (Bar(face, f"{face} (alone)"), Bar(face, f"{face} (32 at once)", MANY))
         ),
         axis="proxy CPU ms / stream (lower is better)",
         note="32 client threads, a connection each, started together, against one client alone.",
@@ -162,6 +172,7 @@ CHARTS: tuple[Chart, ...] = (
         where=("clients", "64"),
         bars=LOAD_PATHS,
         axis="TTFB p99 ms (lower is better)",
+        headline="**The proxy under load**, 64 clients, short requests, p99 time to first byte, ms",
         note="Upstream, proxy and 64 clients on the same 2 cores; every answer checked.",
     ),
     Chart(
@@ -186,6 +197,7 @@ CHARTS: tuple[Chart, ...] = (
             Bar("`import litellm`", "import litellm"),
         ),
         axis="ms over `python -c pass` (lower is better)",
+        headline="**Import time** over bare interpreter start-up, ms",
         note="Each command in a fresh interpreter; `import llmchat` defers the backends to "
         "their first use.",
     ),
@@ -251,18 +263,19 @@ def number(cell: str) -> float:
         raise ValueError(f"not a figure: {cell!r}") from None
 
 
-def bars(table: Table, chart: Chart) -> list[tuple[str, float]]:
-    """(label, value) for each of the chart's bars, in order; ValueError naming a missing row.
+def cells(table: Table, chart: Chart) -> list[tuple[str, str]]:
+    """(label, the cell as written) for each of the chart's bars, in order.
 
     Rows are taken in table order: two bars of one column with the same prefix
-    (the two gunicorn rows) take the first and the second matching row.
+    (the two gunicorn rows) take the first and the second matching row. A row
+    that is missing is a ValueError naming the chart and the row.
     """
     rows = list(table.rows)
     if chart.where is not None:
         column = table.column(chart.where[0])
         rows = [row for row in rows if row[column] == chart.where[1]]
     used: set[tuple[str, int]] = set()
-    out: list[tuple[str, float]] = []
+    out: list[tuple[str, str]] = []
     for bar in chart.bars:
         name = bar.column or chart.column
         index = next(
@@ -276,8 +289,13 @@ def bars(table: Table, chart: Chart) -> list[tuple[str, float]]:
         if index is None:
             raise ValueError(f"chart {chart.title!r}: no row starting {bar.prefix!r}")
         used.add((name, index))
-        out.append((bar.label, number(rows[index][table.column(name)])))
+        out.append((bar.label, rows[index][table.column(name)]))
     return out
+
+
+def bars(table: Table, chart: Chart) -> list[tuple[str, float]]:
+    """(label, value) for each of the chart's bars, in order (see `cells`)."""
+    return [(label, number(cell)) for label, cell in cells(table, chart)]
 
 
 def nice_ceiling(value: float) -> float:
@@ -345,32 +363,60 @@ def render(benchmarks_md: str) -> str:
     return "\n\n".join([note, *charts])
 
 
+def render_headlines(benchmarks_md: str) -> str:
+    """README.md's headline figures: one line per chart that has a `headline`, as written."""
+    tables = parse_tables(benchmarks_md)
+    lines = []
+    for chart in CHARTS:
+        if chart.headline:
+            figures = " · ".join(
+                f"{label} {cell}" for label, cell in cells(find_table(tables, chart), chart)
+            )
+            lines.append(f"- {chart.headline}: {figures}.")
+    return "\n".join(lines)
+
+
+def _replace_between(text: str, start: str, end: str, block: str) -> str:
+    """`text` with what lies between the markers `start` and `end` replaced by `block`."""
+    first, last = text.find(start), text.find(end)
+    if first < 0 or last < first:
+        raise ValueError(f"the page needs {start} before {end}")
+    return f"{text[: first + len(start)]}\n{block}\n{text[last:]}"
+
+
 def updated_page(page: str, benchmarks_md: str) -> str:
     """`page` with the block between its markers replaced by freshly rendered charts."""
-    start, end = page.find(START), page.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"the page needs {START} before {END}")
-    before, after = page[: start + len(START)], page[end:]
-    return f"{before}\n{render(benchmarks_md)}\n\n{after}"
+    return _replace_between(page, START, END, render(benchmarks_md) + "\n")
+
+
+def updated_readme(readme: str, benchmarks_md: str) -> str:
+    """`readme` with its headline figures rendered afresh between their markers."""
+    return _replace_between(readme, HEADLINE_START, HEADLINE_END, render_headlines(benchmarks_md))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite (or with --check, compare) the charts of docs/benchmarks.md."""
+    """Rewrite (or with --check, compare) docs/benchmarks.md's charts and README's headline."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 on a drift")
     parser.add_argument("--benchmarks", type=Path, default=BENCHMARKS_MD)
     parser.add_argument("--page", type=Path, default=DOCS_PAGE)
+    parser.add_argument("--readme", type=Path, default=README_MD)
     args = parser.parse_args(argv)
-    page = args.page.read_text(encoding="utf-8")
-    new = updated_page(page, args.benchmarks.read_text(encoding="utf-8"))
-    if args.check:
-        if new != page:
-            print(f"{args.page} is out of date: run python bench/charts.py", file=sys.stderr)
-            return 1
-        return 0
-    if new != page:
-        args.page.write_text(new, encoding="utf-8")
-        print(f"{args.page}: charts rewritten")
+    figures = args.benchmarks.read_text(encoding="utf-8")
+    stale = []
+    for path, update in ((args.page, updated_page), (args.readme, updated_readme)):
+        text = path.read_text(encoding="utf-8")
+        new = update(text, figures)
+        if new == text:
+            continue
+        stale.append(path)
+        if not args.check:
+            path.write_text(new, encoding="utf-8")
+            print(f"{path}: figures from {args.benchmarks.name} rewritten")
+    if args.check and stale:
+        names = ", ".join(str(path) for path in stale)
+        print(f"out of date: {names}; run python bench/charts.py", file=sys.stderr)
+        return 1
     return 0
 
 

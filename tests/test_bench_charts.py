@@ -18,6 +18,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from charts import (  # noqa: E402
     CHARTS,
     END,
+    HEADLINE_END,
+    HEADLINE_START,
     START,
     Bar,
     Chart,
@@ -28,11 +30,14 @@ from charts import (  # noqa: E402
     number,
     parse_tables,
     render,
+    render_headlines,
     updated_page,
+    updated_readme,
 )
 
 BENCHMARKS = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
 PAGE = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 SMALL = """\
 # Benchmarks
@@ -78,10 +83,24 @@ def chart(**fields: object) -> Chart:
     return Chart(**base)  # type: ignore[arg-type]
 
 
-def test_the_committed_page_is_what_the_committed_figures_give() -> None:
+def test_the_committed_page_and_readme_are_what_the_committed_figures_give() -> None:
     # A bench run that rewrites BENCHMARKS.md without `python bench/charts.py` fails here.
     assert updated_page(PAGE, BENCHMARKS) == PAGE, "run: python bench/charts.py"
+    assert updated_readme(README, BENCHMARKS) == README, "run: python bench/charts.py"
     assert main(["--check"]) == 0
+
+
+def test_the_readme_headline_is_one_line_per_headline_chart_with_every_bar() -> None:
+    block = README[README.index(HEADLINE_START) + len(HEADLINE_START) : README.index(HEADLINE_END)]
+    lines = block.strip().splitlines()
+    specs = [spec for spec in CHARTS if spec.headline]
+    assert 3 <= len(lines) == len(specs) <= 5, "the README keeps 3 to 5 headline lines"
+    tables = parse_tables(BENCHMARKS)
+    for line, spec in zip(lines, specs, strict=True):
+        assert line.startswith(f"- {spec.headline}: ")
+        for label, value in bars(find_table(tables, spec), spec):
+            assert f"{label} " in line and value >= 0
+    assert render_headlines(BENCHMARKS) == block.strip()
 
 
 @pytest.mark.parametrize("spec", CHARTS, ids=[c.title for c in CHARTS])
