@@ -3,7 +3,8 @@
 The conventions (every page follows them, the collector implements exactly these):
 
 - every ```python (or ```py) block runs; a page's blocks run in order in one
-  namespace in a fresh subprocess;
+  namespace in a fresh subprocess, the checkout on PYTHONPATH, in a scratch
+  working directory and HOME (files a page writes never land in the checkout);
 - ``<!-- test-setup`` ... ``-->`` right before a block: hidden Python run first;
 - ``<!-- test-skip: reason -->`` right before a block: the block does not run,
   and the collector reports the reason;
@@ -85,7 +86,8 @@ def _dedent(text: str) -> str:
 
 def page_blocks(path: Path) -> list[Block]:
     """The page's fenced blocks in order, each with the test comments around it."""
-    rel = path.relative_to(REPO_ROOT).as_posix()
+    # Named from the checkout root; a page elsewhere (a test's own) by its full path.
+    rel = path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     pending: list[tuple[str, str, int]] = []  # comments waiting for the next block

@@ -24,6 +24,7 @@ import types
 from pathlib import Path
 from typing import TextIO
 
+from ..support.paths import REPO_ROOT
 from .blocks import PYTHON, Block, page_blocks
 from .urls import doc_servers, rewrite
 
@@ -60,8 +61,9 @@ def _patch_default_urls(pairs: list[tuple[str, str]]) -> None:
 
 def _run(code: str, page: str, line: int, namespace: dict[str, object]) -> str:
     """Exec `code` (first line at `line` of `page`); return what it printed."""
-    # Padding makes tracebacks name the page's own line numbers.
-    compiled = compile("\n" * (line - 1) + code, page, "exec")
+    # Padding makes tracebacks name the page's own line numbers; the absolute
+    # path lets them quote the page's lines from any working directory.
+    compiled = compile("\n" * (line - 1) + code, str(REPO_ROOT / page), "exec")
     tee = _Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):
         exec(compiled, namespace)  # running the documentation is the point
