@@ -74,7 +74,7 @@ MANY = "proxy CPU ms / stream, 32 concurrent streams"
 OTHER_CLIENTS = (Bar("raw floor:", "raw floor"), Bar("openai", "openai"), Bar("litellm", "litellm"))
 """The client benches' rows after llmchat's: the floor and the libraries llmchat is timed with."""
 
-FACES = ("OpenAI relay", "Ollama face", "Anthropic face", "Responses face")
+FACES = ("OpenAI relay", "Ollama face", "Anthropic face", "Responses face", "Gemini face")
 """The proxy's faces as the CPU bench's rows start, in its order."""
 
 LOAD_PATHS = (
