@@ -1,7 +1,8 @@
 """Run every benchmark in turn, each in its own interpreter, refreshing all of BENCHMARKS.md.
 
 Separate processes keep one script's imports and heap (litellm's, above all)
-from slowing the next one down.
+from slowing the next one down. Then the charts of docs/benchmarks.md are
+regenerated from the new figures (bench/charts.py).
 
     python bench/run_all.py
 """
@@ -49,10 +50,14 @@ def main() -> int:
         )
         if done.returncode:
             failed.append(script)
+    # The charts are drawn from whatever figures BENCHMARKS.md now holds, even after a
+    # failed script (its section keeps its last figures), so the page never lags the file.
+    if subprocess.run([sys.executable, str(HERE / "charts.py")], check=False).returncode:
+        failed.append("charts.py")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    print("BENCHMARKS.md updated")
+    print("BENCHMARKS.md and the charts of docs/benchmarks.md updated")
     return 0
 
 
